@@ -1,0 +1,24 @@
+# worldlab front door. `make lab` plays; `make test` is what CI runs.
+PY := .venv/bin/python
+STAMP := .venv/.worldlab-installed
+
+.PHONY: lab demo test setup notebooks clean
+.DEFAULT_GOAL := lab
+
+$(STAMP): pyproject.toml ci/setup.sh
+	bash ci/setup.sh
+
+setup: $(STAMP)
+
+lab: setup  ## JupyterLab on the quickstart notebook
+	.venv/bin/jupyter lab notebooks/00_quickstart.ipynb
+
+demo: setup  ## the quickstart, headless: executed copy + outputs under runs/demo/
+	$(PY) ci/run_notebooks.py --only notebooks/00_quickstart.ipynb --out runs/demo --params ci/params.yaml --profile demo
+
+test: setup  ## unit tests, then every notebook at CI sizes (executed copies in runs/ci/)
+	$(PY) -m pytest -q tests
+	$(PY) ci/run_notebooks.py --out runs/ci --params ci/params.yaml --profile ci
+
+clean:
+	rm -rf runs/ci runs/demo

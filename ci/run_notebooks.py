@@ -1,0 +1,103 @@
+"""Execute every notebook in course order with the sizes of one profile of ci/params.yaml.
+
+    python ci/run_notebooks.py --profile ci --out runs/ci          # what `make test` runs
+    python ci/run_notebooks.py --only notebooks/00_quickstart.ipynb --profile demo --out runs/demo
+
+papermill injects into each notebook's one `parameters` cell only the keys that cell
+declares. Executed copies land in --out; a notebook that raises fails the run (exit 1).
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import json
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+NOTEBOOK_DIRS = ("notebooks", "tutorials")
+
+
+def notebook_paths(root: Path = ROOT) -> list[Path]:
+    """Every notebook of the course: notebooks/ then tutorials/, each in name order."""
+    return [p for d in NOTEBOOK_DIRS for p in sorted((root / d).glob("*.ipynb"))]
+
+
+def parameters_cells(nb: dict) -> list[dict]:
+    return [c for c in nb["cells"] if c["cell_type"] == "code"
+            and "parameters" in c.get("metadata", {}).get("tags", [])]
+
+
+def declared_parameters(nb: dict) -> dict:
+    """name -> literal value of the assignments in the one `parameters` cell.
+
+    Raises ValueError if there is not exactly one such cell or if it holds anything but
+    `name = <literal>` lines (papermill's help shows their trailing comments).
+    """
+    cells = parameters_cells(nb)
+    if len(cells) != 1:
+        raise ValueError(f"expected exactly one cell tagged 'parameters', found {len(cells)}")
+    src = "".join(cells[0]["source"])
+    out = {}
+    for node in ast.parse(src).body:
+        if not (isinstance(node, ast.Assign) and len(node.targets) == 1
+                and isinstance(node.targets[0], ast.Name)):
+            raise ValueError(f"parameters cell may only hold `name = literal` lines, got "
+                             f"{ast.unparse(node)!r}")
+        try:
+            out[node.targets[0].id] = ast.literal_eval(node.value)
+        except ValueError:
+            raise ValueError(f"parameter {node.targets[0].id!r} must be a literal, got "
+                             f"{ast.unparse(node.value)!r}") from None
+    return out
+
+
+def load_profile(path: Path, profile: str) -> dict:
+    import yaml
+
+    data = yaml.safe_load(Path(path).read_text()) or {}
+    if profile not in data:
+        raise SystemExit(f"profile {profile!r} not in {path}; it has {sorted(data)}")
+    return data[profile] or {}
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    ap.add_argument("--params", default=str(ROOT / "ci" / "params.yaml"))
+    ap.add_argument("--profile", default="ci")
+    ap.add_argument("--out", default=str(ROOT / "runs" / "ci"))
+    ap.add_argument("--only", nargs="*", help="run just these notebooks")
+    ap.add_argument("--kernel", default="worldlab")
+    args = ap.parse_args(argv)
+
+    import papermill as pm
+
+    sizes = load_profile(Path(args.params), args.profile)
+    paths = [Path(p).resolve() for p in args.only] if args.only else notebook_paths()
+    out_dir = Path(args.out)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    timings, failed = {}, []
+    for path in paths:
+        declared = declared_parameters(json.loads(path.read_text()))
+        params = {k: v for k, v in sizes.items() if k in declared}
+        target = out_dir / path.name
+        print(f"[notebooks] {path.relative_to(ROOT)} with {params}", flush=True)
+        t0 = time.perf_counter()
+        try:
+            pm.execute_notebook(str(path), str(target), parameters=params,
+                                kernel_name=args.kernel, cwd=str(path.parent),
+                                progress_bar=False)
+        except Exception as e:  # papermill raises PapermillExecutionError with the cell
+            failed.append(path.name)
+            print(f"[notebooks] FAILED {path.name}: {e}", file=sys.stderr, flush=True)
+        timings[path.name] = round(time.perf_counter() - t0, 1)
+        print(f"[notebooks] {path.name}: {timings[path.name]} s", flush=True)
+    (out_dir / "timings.json").write_text(json.dumps(timings, indent=2))
+    print(f"notebooks: {len(paths) - len(failed)} passed, {len(failed)} failed", flush=True)
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# One-time setup for worldlab: venv, torch for this machine, worldlab + extras, the OS
+# library open3d needs, and the Jupyter kernel `worldlab`. Safe to run again.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+PY=.venv/bin/python
+
+if [ ! -x "$PY" ]; then
+  echo "[setup] creating .venv"
+  python3 -m venv .venv
+fi
+"$PY" -m pip install -q --upgrade pip
+
+# torch first: the CPU build on machines without CUDA (an unpinned torch would pull a
+# multi-GB CUDA build). On a GPU machine, install your CUDA torch before `make`.
+if ! "$PY" -c "import torch" 2>/dev/null; then
+  if command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi >/dev/null 2>&1; then
+    echo "[setup] NVIDIA GPU found: installing the default (CUDA) torch build"
+    "$PY" -m pip install -q "torch>=2.4,<3"
+  else
+    echo "[setup] no GPU: installing the CPU build torch==2.13.0"
+    "$PY" -m pip install -q torch==2.13.0
+  fi
+fi
+
+# open3d needs libusb-1.0 at import time.
+if ! ldconfig -p 2>/dev/null | grep -q "libusb-1.0.so.0"; then
+  if [ "$(id -u)" = "0" ]; then
+    echo "[setup] installing libusb-1.0-0 (needed by open3d)"
+    (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq libusb-1.0-0) >/dev/null
+  else
+    echo "[setup] open3d needs the OS library libusb-1.0-0. Run:"
+    echo "    sudo apt-get install -y libusb-1.0-0"
+    echo "then run make again."
+    exit 1
+  fi
+fi
+
+echo "[setup] installing worldlab and its dependencies"
+"$PY" -m pip install -q -e ".[test]"
+"$PY" -m ipykernel install --sys-prefix --name worldlab --display-name "worldlab" >/dev/null
+touch .venv/.worldlab-installed
+echo "[setup] done: kernel 'worldlab' registered in .venv"

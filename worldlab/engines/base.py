@@ -1,0 +1,83 @@
+"""The Engine protocol: a ground-truth world we can play, record and replay.
+
+An engine renders, for every step, RGB, metric z-depth, the camera pose (c2w) and intrinsics
+in worldlab's conventions (see `worldlab.camera`), deterministically for a given seed: the
+same seed and actions replay the same frames bit for bit. Engines convert to these
+conventions at their boundary and nowhere else.
+
+Text prompts trigger events. Every engine lists its events as `EventSpec`s with the
+keywords that trigger them; `match_event(prompt, specs)` is the one place where text becomes
+an event (a case-insensitive keyword match, so behaviour is predictable and documented).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Protocol, runtime_checkable
+
+import numpy as np
+
+from ..camera import Action, check_c2w, check_K
+
+
+@dataclass(frozen=True)
+class EventSpec:
+    name: str  # e.g. "summon_monster"
+    keywords: tuple[str, ...]  # any of these in a prompt fires the event
+    description: str = ""
+
+
+@dataclass
+class Event:
+    name: str
+    text: str  # the prompt that fired it
+    step: int
+
+
+@dataclass
+class Observation:
+    """What an engine shows after reset or a step (h, w from the engine's size)."""
+
+    rgb: np.ndarray  # (h, w, 3) uint8
+    depth: np.ndarray  # (h, w) float32 metric z-depth, inf where nothing was hit
+    c2w: np.ndarray  # (4, 4) float64 camera-to-world, OpenCV camera axes, +z-up world
+    K: np.ndarray  # (3, 3) float64 pixels
+    step: int = 0
+    instance: np.ndarray | None = None  # (h, w) int32 per-pixel object ids, 0 = static scene
+    events: list[Event] = field(default_factory=list)
+
+    def validate(self) -> "Observation":
+        h, w = self.depth.shape if self.depth.ndim == 2 else (None, None)
+        if self.rgb.dtype != np.uint8 or self.rgb.shape != (h, w, 3):
+            raise ValueError(f"rgb must be uint8 (h, w, 3) matching depth {self.depth.shape}, "
+                             f"got {self.rgb.dtype} {self.rgb.shape}")
+        if self.depth.dtype != np.float32:
+            raise ValueError(f"depth must be float32, got {self.depth.dtype}")
+        check_c2w(self.c2w)
+        check_K(self.K)
+        return self
+
+
+def match_event(prompt: str | None, specs: tuple[EventSpec, ...]) -> EventSpec | None:
+    """The first event whose keyword appears in `prompt` (case-insensitive), else None."""
+    if not prompt:
+        return None
+    text = prompt.lower()
+    for spec in specs:
+        if any(k in text for k in spec.keywords):
+            return spec
+    return None
+
+
+@runtime_checkable
+class Engine(Protocol):
+    """A deterministic, seedable world. `size` is the square frame side in pixels."""
+
+    name: str
+    events: tuple[EventSpec, ...]
+
+    def reset(self, seed: int = 0, **options) -> Observation: ...
+
+    def step(self, action: Action, prompt: str | None = None) -> Observation: ...
+
+    def close(self) -> None: ...
