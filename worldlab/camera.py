@@ -101,6 +101,8 @@ def scale_intrinsics(K: np.ndarray, sx: float, sy: float | None = None) -> np.nd
     """K for an image resized by (sx, sy) (pixel-centre convention kept)."""
     K = check_K(K).copy()
     sy = sx if sy is None else sy
+    if not (np.isfinite(sx) and np.isfinite(sy) and sx > 0 and sy > 0):
+        raise ValueError(f"scale factors must be finite and positive, got sx={sx!r}, sy={sy!r}")
     K[0] *= sx
     K[1] *= sy
     return K
@@ -254,6 +256,7 @@ ACTION_FIELDS: tuple[str, ...] = ("forward", "right", "yaw", "pitch") + BUTTONS
 ACTION_WIDTH = len(ACTION_FIELDS)  # a
 MAX_MOVE_M = 2.0  # metres per step; more is a teleport, not a step
 MAX_TURN_DEG = 90.0  # degrees per step
+_LIMIT_SLACK = 1 + 1e-9  # relative: actions recovered from poses carry float rounding
 
 
 @dataclass(frozen=True)
@@ -277,14 +280,18 @@ class Action:
             v = getattr(self, name)
             if isinstance(v, bool) or not isinstance(v, (int, float, np.floating, np.integer)):
                 raise ValueError(f"Action.{name} must be a number, got {v!r}")
-            if not (math.isfinite(v) and abs(v) <= limit):
+            if not (math.isfinite(v) and abs(v) <= limit * _LIMIT_SLACK):
                 raise ValueError(f"Action.{name} must be finite with |{name}| <= {limit}, "
                                  f"got {v!r}")
             object.__setattr__(self, name, float(v))
         if isinstance(self.buttons, str):
             raise ValueError(f"Action.buttons must be a collection of names, got the string "
                              f"{self.buttons!r}; expected e.g. {{'attack'}}")
-        buttons = frozenset(self.buttons)
+        try:
+            buttons = frozenset(self.buttons)
+        except TypeError:
+            raise ValueError(f"Action.buttons must be a collection of names, got "
+                             f"{self.buttons!r}") from None
         unknown = sorted(b for b in buttons if b not in BUTTONS)
         if unknown:
             raise ValueError(f"unknown button {unknown[0]!r}; expected a subset of {BUTTONS}")
@@ -315,7 +322,7 @@ class Action:
         if unknown:
             raise ValueError(f"unknown action field {unknown[0]!r}; expected "
                              f"forward, right, yaw, pitch, buttons")
-        return cls(**{**d, "buttons": frozenset(d.get("buttons", ()))})
+        return cls(**d)
 
 
 def actions_to_array(actions) -> np.ndarray:
@@ -390,18 +397,25 @@ def _from_poses(name: str, c2w: np.ndarray, revisits=()) -> Trajectory:
     return Trajectory(name, actions, integrate_actions(c2w[0], actions), list(revisits))
 
 
+def _check_steps(name: str, value) -> None:
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
+        raise ValueError(f"{name} must be a positive integer, got {value!r}")
+
+
 def _start(c2w0) -> np.ndarray:
     return pose_from_heading(np.zeros(3), 0.0) if c2w0 is None else check_c2w(c2w0)
 
 
 def straight(steps: int, step_m: float = 0.25, c2w0=None) -> Trajectory:
     """Walk forward `steps` steps of `step_m` metres."""
+    _check_steps("steps", steps)
     return Trajectory("straight", [Action(forward=step_m)] * steps,
                       integrate_actions(_start(c2w0), [Action(forward=step_m)] * steps))
 
 
 def turn_around(steps: int, degrees: float = 360.0, c2w0=None) -> Trajectory:
     """Turn in place by `degrees` in `steps` equal steps (a full turn revisits the start)."""
+    _check_steps("steps", steps)
     acts = [Action(yaw=degrees / steps)] * steps
     revisits = [(0, steps)] if abs(abs(degrees) - 360.0) < 1e-9 else []
     return Trajectory("turn_around", acts, integrate_actions(_start(c2w0), acts), revisits)
@@ -409,6 +423,7 @@ def turn_around(steps: int, degrees: float = 360.0, c2w0=None) -> Trajectory:
 
 def orbit(radius: float, steps: int, degrees: float = 360.0, c2w0=None) -> Trajectory:
     """Circle a point `radius` metres ahead, always facing it (strafe right, turn left)."""
+    _check_steps("steps", steps)
     start = _start(c2w0)
     p0, yaw0, _ = heading_from_pose(start)
     y0 = math.radians(yaw0)
@@ -443,6 +458,8 @@ def asymmetric_return(leg_steps: int, step_m: float = 0.25, turn_steps: int = 6,
     over `turn_steps` steps. The player ends where it started facing 90 degrees right of
     its first heading, so it sees the start region from a new direction.
     """
+    _check_steps("leg_steps", leg_steps)
+    _check_steps("turn_steps", turn_steps)
     leg = [Action(forward=step_m)] * leg_steps
     turn = [Action(yaw=90.0 / turn_steps)] * turn_steps
     acts = leg + turn + leg + turn + leg + turn + leg

@@ -48,6 +48,10 @@ class AutoencoderConfig:
     norm_num_groups: int = 16
     depth_channel: bool = False  # encode depth as a fourth input channel
     kl_weight: float = 1e-6
+    mse_weight: float = 0.1  # small MSE next to L1: L1 alone leaves PSNR on the table
+    lr: float = 5e-4
+    steps: int = 20_000
+    batch_size: int = 32  # frames per step
 
 
 @dataclass
@@ -77,10 +81,12 @@ class TrainConfig:
     grad_clip: float = 1.0
     ema_decay: float = 0.999
     forcing: str = "diffusion"  # "teacher" | "diffusion"
+    time_schedule: str = "logit_normal"  # flow time t ~ "logit_normal" (SD3) | "uniform"
     text_dropout: float = 0.1
     seed: int = 0
     log_every: int = 50
     checkpoint_every: int = 500
+    keep_checkpoints: int = 3  # older step_* checkpoint directories are deleted
     mixed_precision: str = "no"  # "no" | "bf16"
 
 
@@ -121,7 +127,7 @@ _PRESET_OVERRIDES: dict[str, dict[str, dict[str, Any]]] = {
     "tiny": {
         "data": {"size": 32, "episodes": 4, "frames": 16, "clip_chunks": 2, "workers": 1},
         "autoencoder": {"block_out_channels": (8, 16, 16, 16), "latent_channels": 4,
-                        "norm_num_groups": 4},
+                        "norm_num_groups": 4, "steps": 4, "batch_size": 4},
         "model": {"width": 32, "depth": 2, "heads": 2, "window_chunks": 4},
         "train": {"steps": 4, "batch_size": 2, "warmup_steps": 1, "log_every": 1,
                   "checkpoint_every": 2},

@@ -1,0 +1,146 @@
+"""Warps, reprojection error and the point cache on synthetic RGB-D frames."""
+
+import numpy as np
+import pytest
+
+from worldlab import camera
+from worldlab.engines.base import Observation
+from worldlab.memory.cache3d import (PointCache, backward_warp, reprojection_error,
+                                     splat_points, warp_frame)
+
+H = W = 32
+K = camera.intrinsics_from_fov(W, H, 90.0)
+
+
+def _frame(seed=0, plane_depth=None):
+    """A random-colour frame over a smooth depth surface (or a fronto-parallel plane)."""
+    rng = np.random.default_rng(seed)
+    rgb = rng.integers(0, 256, (H, W, 3), dtype=np.uint8)
+    if plane_depth is not None:
+        return rgb, np.full((H, W), plane_depth, np.float32)
+    v, u = np.mgrid[0:H, 0:W]
+    depth = (3.0 + 0.5 * np.sin(u / 5.0) + 0.02 * v).astype(np.float32)
+    depth[:3, :5] = np.inf  # sky: nothing hit
+    return rgb, depth
+
+
+POSE = camera.pose_from_heading(np.array([1.0, -2.0, 1.5]), 30.0, 5.0)
+
+
+def test_warp_into_own_pose_is_identity():
+    rgb, depth = _frame()
+    out, d, mask = warp_frame(rgb, depth, POSE, POSE, K)
+    valid = np.isfinite(depth)
+    np.testing.assert_array_equal(mask, valid)
+    np.testing.assert_array_equal(out[valid], rgb[valid])
+    np.testing.assert_allclose(d[valid], depth[valid], rtol=1e-5)
+    assert np.isinf(d[~valid]).all()
+
+
+def test_forward_warp_of_plane_shifts_by_parallax():
+    # a plane 2 m ahead seen from a camera moved 0.25 m right: fx * 0.25 / 2 = 2 pixels left
+    rgb, depth = _frame(1, plane_depth=2.0)
+    dst = camera.step_pose(POSE, camera.Action(right=0.25))
+    shift = K[0, 0] * 0.25 / 2.0
+    assert shift == pytest.approx(2.0)
+    out, d, mask = warp_frame(rgb, depth, POSE, dst, K)
+    np.testing.assert_array_equal(out[:, :W - 2], rgb[:, 2:])
+    assert mask[:, :W - 2].all() and not mask[:, W - 2:].any()
+    np.testing.assert_allclose(d[mask], 2.0, rtol=1e-6)
+
+
+def test_backward_warp_matches_forward_warp_and_detects_occlusion():
+    rgb, depth = _frame(2, plane_depth=2.0)
+    dst = camera.step_pose(POSE, camera.Action(right=0.25))
+    fwd, dst_depth, fmask = warp_frame(rgb, depth, POSE, dst, K)
+    back, bmask = backward_warp(rgb, np.full((H, W), 2.0, np.float32), POSE, dst, K,
+                                src_depth=depth)
+    both = fmask & bmask
+    assert both.mean() > 0.8
+    np.testing.assert_array_equal(back[both], fwd[both])
+    # an occluder 1 m ahead in the source hides the plane: those pixels become invalid
+    occluded = depth.copy()
+    occluded[10:20, 10:20] = 1.0
+    _, omask = backward_warp(rgb, np.full((H, W), 2.0, np.float32), POSE, dst, K,
+                             src_depth=occluded)
+    assert omask.sum() == bmask.sum() - 100
+    _, bil = backward_warp(rgb, np.full((H, W), 2.0, np.float32), POSE, dst, K,
+                           interp="bilinear")
+    np.testing.assert_array_equal(bil, bmask | bil)  # same coverage without src_depth
+
+
+def test_reprojection_error_is_zero_for_consistent_views_and_large_otherwise():
+    rgb, depth = _frame(3, plane_depth=2.0)
+    dst = camera.step_pose(POSE, camera.Action(right=0.25))
+    moved, dmoved, _ = warp_frame(rgb, depth, POSE, dst, K)
+    obs_i = Observation(rgb, depth, POSE, K)
+    obs_j = Observation(moved, np.full((H, W), 2.0, np.float32), dst, K)
+    r = reprojection_error(obs_i, obs_j)
+    assert r["median"] == 0.0 and r["covisible"] == pytest.approx((W - 2) / W)
+    wrong = Observation(rgb, depth, dst, K)  # same image claimed at another pose
+    assert reprojection_error(obs_i, wrong)["median"] > 30
+    exclude = np.ones((H, W), bool)
+    assert reprojection_error(obs_i, obs_j, exclude=exclude)["covisible"] == 0.0
+
+
+def test_fusing_the_same_frame_twice_conserves_the_cache():
+    rgb, depth = _frame(4)
+    cache = PointCache(voxel=0.05)
+    added = cache.fuse(rgb, depth, POSE, K)
+    pts, cols = cache.points.copy(), cache.colors.copy()
+    assert added == len(cache) > 0 and len(cache) <= np.isfinite(depth).sum()
+    assert cache.fuse(rgb, depth, POSE, K) == 0
+    np.testing.assert_array_equal(cache.points, pts)
+    np.testing.assert_array_equal(cache.colors, cols)
+    # a masked fuse adds nothing new either; a new colour replaces the old (last wins)
+    cache.fuse(255 - rgb, depth, POSE, K, mask=np.isfinite(depth))
+    assert len(cache) == len(pts)
+    np.testing.assert_array_equal(cache.colors, 255 - cols)
+
+
+def test_round_trip_render_reproduces_the_fused_frame():
+    rgb, depth = _frame(5)
+    cache = PointCache(voxel=0.02)
+    cache.fuse(rgb, depth, POSE, K)
+    out, d, mask = cache.render(POSE, K, H, W)
+    assert mask.mean() > 0.8
+    np.testing.assert_array_equal(out[mask], rgb[mask])
+    np.testing.assert_allclose(d[mask], depth[mask], rtol=1e-5)
+    # wider splats cover more without changing the pixels a point falls in
+    _, _, mask3 = cache.render(POSE, K, H, W, splat=3)
+    assert mask3.sum() >= mask.sum()
+
+
+def test_empty_cache_renders_nothing():
+    rgb, depth, mask = PointCache().render(POSE, K, 8, 6)
+    assert rgb.shape == (8, 6, 3) and np.isinf(depth).all() and not mask.any()
+    assert splat_points(np.zeros((0, 3)), np.zeros((0, 3), np.uint8), POSE, K, 4, 4)[2].sum() == 0
+
+
+@pytest.mark.parametrize("call, name", [
+    (lambda rgb, d: warp_frame(rgb[..., :2], d, POSE, POSE, K), "src_rgb"),
+    (lambda rgb, d: warp_frame(rgb, d[:-1], POSE, POSE, K), "src_depth"),
+    (lambda rgb, d: warp_frame(rgb, d, POSE[:3], POSE, K), "src_c2w"),
+    (lambda rgb, d: warp_frame(rgb, d, POSE, POSE, K, splat=0), "splat"),
+    (lambda rgb, d: backward_warp(rgb, d[None], POSE, POSE, K), "dst_depth"),
+    (lambda rgb, d: backward_warp(rgb, d, POSE, POSE, K, interp="cubic"), "interp"),
+    (lambda rgb, d: PointCache().fuse(rgb.astype(np.float32), d, POSE, K), "rgb"),
+    (lambda rgb, d: PointCache().fuse(rgb, d, POSE, K, mask=np.ones((2, 2), bool)), "mask"),
+    (lambda rgb, d: PointCache(voxel=-1.0), "voxel"),
+    (lambda rgb, d: PointCache().render(POSE, K, 0, 4), "h"),
+])
+def test_bad_input_raises_naming_the_value(call, name):
+    rgb, depth = _frame(6)
+    with pytest.raises(ValueError, match=name):
+        call(rgb, depth)
+
+
+def test_nan_depth_is_rejected_and_cache_left_unchanged():
+    rgb, depth = _frame(7)
+    cache = PointCache()
+    cache.fuse(rgb, depth, POSE, K)
+    n = len(cache)
+    depth[0, 0] = np.nan
+    with pytest.raises(ValueError, match="depth"):
+        cache.fuse(rgb, depth, POSE, K)
+    assert len(cache) == n

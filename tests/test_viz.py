@@ -1,0 +1,140 @@
+"""Figures carry the expected traces and ranges; image helpers are exact and lossless."""
+
+import imageio.v3 as iio
+import numpy as np
+import plotly.graph_objects as go
+import plotly.io as pio
+import pytest
+
+from worldlab import camera as cam
+from worldlab import viz
+
+
+def test_set_renderer_is_json_only():
+    old = pio.renderers.default
+    try:
+        assert viz.set_renderer() == "plotly_mimetype" == pio.renderers.default
+        bundle = pio.renderers._build_mime_bundle(go.Figure().to_dict())  # what a cell saves
+        assert set(bundle) == {"application/vnd.plotly.v1+json"}  # no plotly.js, no html
+        with pytest.raises(ValueError, match="unknown plotly renderer 'nope'"):
+            viz.set_renderer("nope")
+    finally:
+        pio.renderers.default = old
+
+
+def test_trajectory_figure_traces_and_ranges():
+    a = cam.leave_and_return([cam.Action(forward=0.5, yaw=10.0)] * 6)  # 13 poses, 6 revisits
+    b = cam.straight(8, step_m=0.25)
+    fig = viz.trajectory_figure([a, b.c2w], names=["there and back", "line"], cone_every=4,
+                                cone_size=0.3)
+    assert [t.name for t in fig.data] == ["there and back", "there and back view",
+                                         "there and back revisits", "line", "line view"]
+    line, cones, marks = fig.data[:3]
+    np.testing.assert_allclose(np.c_[line.x, line.y, line.z], a.c2w[:, :3, 3])
+    # cones at poses 0, 4, 8, 12 pointing along the camera +z axis, scaled to cone_size
+    np.testing.assert_allclose(np.c_[cones.u, cones.v, cones.w], 0.3 * a.c2w[::4, :3, 2])
+    assert len(marks.x) == len(a.revisits) == 6
+    scene = fig.layout.scene
+    assert scene.aspectmode == "data" and scene.camera.up.z == 1
+    allpos = np.concatenate([a.c2w[:, :3, 3], b.c2w[:, :3, 3]])
+    for k, axis in enumerate((scene.xaxis, scene.yaxis, scene.zaxis)):
+        lo, hi = axis.range
+        assert lo < allpos[:, k].min() and hi > allpos[:, k].max()
+        assert hi - lo == pytest.approx(np.ptp(allpos[:, k]) + 2 * 0.5)  # pad = cone + 0.2
+
+
+def test_trajectory_figure_explicit_revisits_and_bad_input():
+    c2w = cam.turn_around(8).c2w
+    fig = viz.trajectory_figure(c2w, revisits=[(0, 8), (1, 7)], cone_every=1)
+    assert [t.name for t in fig.data] == ["trajectory 0", "trajectory 0 view",
+                                         "trajectory 0 revisits"]
+    assert len(fig.data[1].x) == 9 and list(fig.data[2].text)[1] == "step 7 revisits step 1"
+    with pytest.raises(ValueError, match="cone_every must be a positive integer, got 0"):
+        viz.trajectory_figure(c2w, cone_every=0)
+    with pytest.raises(ValueError, match="got 1 names for 2 trajectories"):
+        viz.trajectory_figure([c2w, c2w], names=["one"])
+    with pytest.raises(ValueError, match=r"trajectory 0 must be \(t, 4, 4\), got \(4, 4\)"):
+        viz.trajectory_figure(np.eye(4))
+
+
+def test_rays_figure_rays_end_on_the_image_plane():
+    h, w, every, depth = 6, 8, 2, 1.5
+    K = cam.intrinsics_from_fov(w, h, 90.0)
+    c2w = cam.pose_from_heading(np.array([1.0, 2.0, 1.5]), 30.0, -10.0)
+    fig = viz.rays_figure(K, c2w, h, w, every=every, depth=depth)
+    assert [t.name for t in fig.data] == ["rays", "image plane", "camera x right",
+                                         "camera y down", "camera z forward"]
+    xyz = np.array([fig.data[0].x, fig.data[0].y, fig.data[0].z], dtype=float).T  # (3n, 3)
+    assert len(xyz) == 3 * (h // every) * (w // every)
+    starts, ends = xyz[0::3], xyz[1::3]
+    assert np.isnan(xyz[2::3]).all()  # breaks between segments
+    np.testing.assert_allclose(starts, np.broadcast_to(c2w[:3, 3], starts.shape))
+    uv, z = cam.project(ends, K, c2w)
+    np.testing.assert_allclose(z, depth, atol=1e-12)
+    np.testing.assert_allclose(uv, cam.pixel_grid(h, w)[::every, ::every].reshape(-1, 2),
+                               atol=1e-9)
+    plane = np.c_[fig.data[1].x, fig.data[1].y, fig.data[1].z]
+    uv, _ = cam.project(plane, K, c2w)
+    np.testing.assert_allclose(uv[:4], [[0, 0], [w, 0], [w, h], [0, h]], atol=1e-9)
+    fwd = fig.data[4]
+    np.testing.assert_allclose([fwd.x[1] - fwd.x[0], fwd.y[1] - fwd.y[0], fwd.z[1] - fwd.z[0]],
+                               0.5 * depth * c2w[:3, 2])
+    assert fig.layout.scene.aspectmode == "data"
+    with pytest.raises(ValueError, match="depth must be finite and positive, got -1"):
+        viz.rays_figure(K, c2w, h, w, depth=-1)
+
+
+def test_plucker_figure_shows_the_six_channels():
+    K = cam.intrinsics_from_fov(8, 6, 70.0)
+    c2w = cam.pose_from_heading(np.array([0.5, 0.0, 1.0]), 45.0)
+    fig = viz.plucker_figure(K, c2w, 6, 8)
+    img = cam.plucker_image(K, c2w, 6, 8)
+    assert len(fig.data) == 6
+    for c, trace in enumerate(fig.data):
+        np.testing.assert_allclose(np.asarray(trace.z), img[..., c])
+    assert fig.layout.coloraxis.cmax == pytest.approx(np.abs(img).max())
+
+
+def test_frame_grid_shapes_and_placement():
+    rng = np.random.default_rng(0)
+    frames = rng.integers(0, 256, size=(5, 4, 6, 3), dtype=np.uint8)
+    grid = viz.frame_grid(frames, cols=3, pad=1, pad_value=7)
+    assert grid.shape == (2 * 5 - 1, 3 * 7 - 1, 3) and grid.dtype == np.uint8
+    np.testing.assert_array_equal(grid[0:4, 0:6], frames[0])
+    np.testing.assert_array_equal(grid[0:4, 7:13], frames[1])
+    np.testing.assert_array_equal(grid[5:9, 7:13], frames[4])  # second row, second column
+    assert (grid[4] == 7).all() and (grid[5:9, 14:] == 7).all()  # pad row, empty last cell
+    assert viz.frame_grid(frames, cols=10, pad=0).shape == (4, 30, 3)  # one row of five
+    np.testing.assert_array_equal(viz.frame_grid(frames[:1], cols=1), frames[0])
+
+
+@pytest.mark.parametrize("frames, cols, match", [
+    (np.zeros((2, 4, 4, 3), np.float32), 2, "must be non-empty uint8 .* float32"),
+    (np.zeros((4, 4, 3), np.uint8), 2, r"\(n, h, w, 3\), got uint8 \(4, 4, 3\)"),
+    (np.zeros((0, 4, 4, 3), np.uint8), 2, r"got uint8 \(0, 4, 4, 3\)"),
+    (np.zeros((2, 4, 4, 3), np.uint8), 0, "got cols=0"),
+])
+def test_frame_grid_bad_input(frames, cols, match):
+    with pytest.raises(ValueError, match=match):
+        viz.frame_grid(frames, cols)
+
+
+@pytest.mark.parametrize("shape", [(5, 7, 3), (5, 7), (3, 4, 4)])
+def test_png_round_trip_is_lossless(shape):
+    img = np.random.default_rng(1).integers(0, 256, size=shape, dtype=np.uint8)
+    data = viz.to_png_bytes(img)
+    assert data[:8] == b"\x89PNG\r\n\x1a\n"
+    np.testing.assert_array_equal(iio.imread(data, extension=".png"), img)
+
+
+def test_show_image_scales_with_nearest_neighbour():
+    img = np.random.default_rng(2).integers(0, 256, size=(3, 4, 3), dtype=np.uint8)
+    shown = viz.show_image(img, scale=3)
+    back = iio.imread(shown.data, extension=".png")
+    assert back.shape == (9, 12, 3)
+    np.testing.assert_array_equal(back[::3, ::3], img)
+    np.testing.assert_array_equal(back[2::3, 2::3], img)
+    with pytest.raises(ValueError, match="image must be uint8, got float64"):
+        viz.show_image(img / 255.0)
+    with pytest.raises(ValueError, match="scale must be a positive integer, got 0"):
+        viz.show_image(img, scale=0)

@@ -1,0 +1,283 @@
+"""The video autoencoder: frames <-> latents, one frame at a time.
+
+A diffusers `AutoencoderKL` configured small: per-frame 2-D convolutions, one 2x
+down-sampling per block but the last, so the 4 blocks of every preset compress 8x in space
+(3 blocks would give only 4x). No temporal compression: latent frame i is video frame i,
+which keeps chunks, actions and poses aligned one to one.
+
+RGB only by default. With `depth_channel=True` the encoder reads a fourth channel, depth as
+clipped inverse depth (`depth_to_channel`): near objects get the resolution, `inf` (sky,
+nothing hit) maps to -1 exactly and back to `inf`. The world model then generates RGB-D and
+the 3D cache can be fed from its own output.
+
+Latents are normalised to about unit variance, `(z - shift_factor) * scaling_factor`, with
+the two numbers stored in the model config and measured on data after training
+(`fit_latent_scale`), as in Stable Diffusion 3 / Flux.
+
+Shape legend: b batch, t time (frames), c channels, h w height width.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from typing import Any
+
+import numpy as np
+import torch
+from diffusers import AutoencoderKL, ConfigMixin, ModelMixin
+from diffusers.configuration_utils import register_to_config
+
+from .config import AutoencoderConfig, TrainConfig
+from .metrics import psnr, ssim
+
+DEPTH_NEAR_M = 0.25  # inverse depth saturates closer than this (the eye is 1.54 m up in DOOM)
+
+# ----------------------------------------------------------------------------------------
+# Frames <-> model tensors
+# ----------------------------------------------------------------------------------------
+
+
+def frames_to_tensor(rgb, depth=None) -> torch.Tensor:
+    """uint8 (..., h, w, 3) [+ metric depth (..., h, w)] -> float32 (..., c, h, w) in [-1, 1]."""
+    rgb = torch.as_tensor(np.asarray(rgb))
+    if rgb.dtype != torch.uint8 or rgb.dim() < 3 or rgb.shape[-1] != 3:
+        raise ValueError(f"frames must be uint8 (..., h, w, 3), got {rgb.dtype} "
+                         f"{tuple(rgb.shape)}")
+    x = rgb.movedim(-1, -3).float() / 127.5 - 1.0  # (..., 3, h, w)
+    if depth is None:
+        return x
+    return torch.cat([x, depth_to_channel(depth)], dim=-3)  # (..., 4, h, w)
+
+
+def tensor_to_frames(x: torch.Tensor) -> np.ndarray:
+    """float (..., c, h, w) in [-1, 1] -> uint8 (..., h, w, 3) of the RGB channels."""
+    if x.dim() < 3 or x.shape[-3] not in (3, 4):
+        raise ValueError(f"expected (..., 3 or 4, h, w), got {tuple(x.shape)}")
+    rgb = ((x[..., :3, :, :].detach().float().cpu() + 1.0) * 127.5).round().clamp(0, 255)
+    return rgb.to(torch.uint8).movedim(-3, -1).numpy()
+
+
+def depth_to_channel(depth) -> torch.Tensor:
+    """Metric z-depth (..., h, w), `inf` allowed -> (..., 1, h, w) in [-1, 1] (inverse depth)."""
+    d = torch.as_tensor(np.asarray(depth, dtype=np.float32))
+    if torch.isnan(d).any() or (d <= 0).any():
+        raise ValueError("depth must be positive (inf allowed) and not NaN, got min "
+                         f"{float(torch.nan_to_num(d, nan=-1.0).min())}")
+    inv = (DEPTH_NEAR_M / d).clamp(max=1.0)  # inf -> 0
+    return (2.0 * inv - 1.0).unsqueeze(-3)
+
+
+def channel_to_depth(ch: torch.Tensor) -> torch.Tensor:
+    """Inverse of `depth_to_channel`: (..., 1, h, w) -> metric depth (..., h, w), -1 -> inf."""
+    inv = ((ch.squeeze(-3).float() + 1.0) / 2.0).clamp(min=0.0)
+    return DEPTH_NEAR_M / inv  # 0 -> inf
+
+
+# ----------------------------------------------------------------------------------------
+# The model
+# ----------------------------------------------------------------------------------------
+
+
+class VideoAutoencoder(ModelMixin, ConfigMixin):
+    """Per-frame KL autoencoder: (b, t, c, h, w) in [-1, 1] <-> (b, t, c', h/8, w/8)."""
+
+    @register_to_config
+    def __init__(self, block_out_channels: tuple[int, ...] = (32, 64, 128, 128),
+                 layers_per_block: int = 1, latent_channels: int = 8,
+                 norm_num_groups: int = 16, depth_channel: bool = False,
+                 scaling_factor: float = 1.0, shift_factor: float = 0.0):
+        super().__init__()
+        n = len(block_out_channels)
+        channels = 4 if depth_channel else 3
+        self.vae = AutoencoderKL(
+            in_channels=channels, out_channels=channels,
+            down_block_types=("DownEncoderBlock2D",) * n,
+            up_block_types=("UpDecoderBlock2D",) * n,
+            block_out_channels=tuple(block_out_channels), layers_per_block=layers_per_block,
+            latent_channels=latent_channels, norm_num_groups=norm_num_groups)
+
+    @classmethod
+    def from_config_dataclass(cls, cfg: AutoencoderConfig) -> "VideoAutoencoder":
+        return cls(block_out_channels=tuple(cfg.block_out_channels),
+                   layers_per_block=cfg.layers_per_block, latent_channels=cfg.latent_channels,
+                   norm_num_groups=cfg.norm_num_groups, depth_channel=cfg.depth_channel)
+
+    @property
+    def channels(self) -> int:
+        return 4 if self.config.depth_channel else 3
+
+    @property
+    def downsample(self) -> int:
+        return 2 ** (len(self.config.block_out_channels) - 1)
+
+    def _check_frames(self, x: torch.Tensor, ndim: int) -> None:
+        f = self.downsample
+        if (x.dim() != ndim or x.shape[-3] != self.channels or x.shape[-1] % f
+                or x.shape[-2] % f):
+            lead = "(b, t, " if ndim == 5 else "("
+            raise ValueError(f"expected frames {lead}{self.channels}, h, w) with h and w "
+                             f"divisible by {f}, got {tuple(x.shape)}")
+
+    def forward(self, x: torch.Tensor, generator: torch.Generator | None = None):
+        """Training pass on single frames (b, c, h, w): sampled latent -> (recon, kl (b,))."""
+        self._check_frames(x, 4)
+        post = self.vae.encode(x).latent_dist
+        eps = torch.randn(post.mean.shape, generator=generator).to(x.device, post.mean.dtype)
+        z = post.mean + post.std * eps  # reparameterised sample, (b, c', h/8, w/8)
+        return self.vae.decode(z).sample, post.kl()
+
+    @torch.no_grad()
+    def encode(self, frames: torch.Tensor) -> torch.Tensor:
+        """(b, t, c, h, w) in [-1, 1] -> normalised latents (b, t, c', h/8, w/8).
+
+        Uses the posterior mode, so caching latents is deterministic.
+        """
+        self._check_frames(frames, 5)
+        b, t = frames.shape[:2]
+        x = frames.flatten(0, 1).to(self.device, self.dtype)  # (b*t, c, h, w)
+        z = self.vae.encode(x).latent_dist.mode()
+        z = (z - self.config.shift_factor) * self.config.scaling_factor
+        return z.unflatten(0, (b, t))
+
+    @torch.no_grad()
+    def decode(self, latents: torch.Tensor) -> torch.Tensor:
+        """Normalised latents (b, t, c', h', w') -> frames (b, t, c, 8h', 8w') in [-1, 1]."""
+        if latents.dim() != 5 or latents.shape[2] != self.config.latent_channels:
+            raise ValueError(f"expected latents (b, t, {self.config.latent_channels}, h, w), "
+                             f"got {tuple(latents.shape)}")
+        b, t = latents.shape[:2]
+        z = latents.flatten(0, 1).to(self.device, self.dtype)
+        z = z / self.config.scaling_factor + self.config.shift_factor
+        return self.vae.decode(z).sample.clamp(-1, 1).unflatten(0, (b, t))
+
+
+# ----------------------------------------------------------------------------------------
+# Training: a loss for training.fit, latent statistics, held-out scores
+# ----------------------------------------------------------------------------------------
+
+
+class FrameDataset(torch.utils.data.Dataset):
+    """Single frames for the autoencoder: uint8 (n, h, w, 3) [+ depth (n, h, w)] -> (c, h, w)."""
+
+    def __init__(self, rgb, depth=None):
+        self.rgb = np.asarray(rgb)
+        self.depth = None if depth is None else np.asarray(depth)
+        frames_to_tensor(self.rgb[:1])  # validate the layout once, up front
+
+    def __len__(self) -> int:
+        return len(self.rgb)
+
+    def __getitem__(self, i: int) -> dict[str, torch.Tensor]:
+        d = None if self.depth is None else self.depth[i]
+        return {"frames": frames_to_tensor(self.rgb[i], d)}
+
+
+def autoencoder_loss(cfg: AutoencoderConfig) -> Callable:
+    """loss_fn(model, batch, generator) -> (loss, logs) for `training.fit`.
+
+    L1 (sharp edges) + `mse_weight` MSE (what PSNR measures) + `kl_weight` KL: the KL is
+    tiny on purpose, it only keeps the latent scale from drifting; the posterior sample
+    (not the mode) makes the decoder robust to small latent errors of the world model.
+    """
+    def loss_fn(model, batch: dict, generator: torch.Generator):
+        x = batch["frames"]  # (b, c, h, w)
+        recon, kl = model(x, generator=generator)
+        l1 = (recon - x).abs().mean()
+        mse = (recon - x).pow(2).mean()
+        kl = kl.mean() / x[0].numel()  # per pixel, so kl_weight does not depend on size
+        loss = l1 + cfg.mse_weight * mse + cfg.kl_weight * kl
+        return loss, {"l1": l1.item(), "mse": mse.item(), "kl": kl.item()}
+    return loss_fn
+
+
+def autoencoder_train_config(cfg: AutoencoderConfig, **overrides: Any) -> TrainConfig:
+    """The TrainConfig that `fit` runs the autoencoder with (steps, lr, batch from `cfg`)."""
+    base = dict(steps=cfg.steps, batch_size=cfg.batch_size, lr=cfg.lr, weight_decay=0.0,
+                warmup_steps=min(200, max(1, cfg.steps // 20)), ema_decay=0.0)
+    base.update(overrides)
+    return TrainConfig(**base)
+
+
+def train_autoencoder(ae: VideoAutoencoder, frames, cfg: AutoencoderConfig, depth=None,
+                      train: TrainConfig | None = None, callbacks: Iterable[Callable] = (),
+                      out_dir=None, resume: bool = False, accelerator=None) -> dict:
+    """Train `ae` on uint8 frames (n, h, w, 3) with `training.fit`; returns fit's final state.
+
+    `train` overrides the schedule (default: `autoencoder_train_config(cfg)`); checkpoints,
+    resume and multi-process work exactly as for the world model.
+    """
+    from .training import fit  # training imports models; keep this module light
+
+    train = train or autoencoder_train_config(cfg)
+    return fit(ae, FrameDataset(frames, depth), train, loss_fn=autoencoder_loss(cfg),
+               callbacks=callbacks, out_dir=out_dir, resume=resume, accelerator=accelerator)
+
+
+def _batches(x: torch.Tensor, batch: int):
+    for i in range(0, len(x), batch):
+        yield x[i:i + batch]
+
+
+@torch.no_grad()
+def fit_latent_scale(ae: VideoAutoencoder, frames: torch.Tensor, batch: int = 64) -> tuple:
+    """Measure mean/std of the raw latents of frames (n, c, h, w); store them in the config.
+
+    Returns (shift_factor, scaling_factor): afterwards `encode` gives latents with mean 0 and
+    standard deviation 1 on these frames.
+    """
+    ae.register_to_config(shift_factor=0.0, scaling_factor=1.0)
+    z = torch.cat([ae.encode(x[:, None]).float().cpu() for x in _batches(frames, batch)])
+    shift, scale = float(z.mean()), float(1.0 / z.std())
+    ae.register_to_config(shift_factor=shift, scaling_factor=scale)
+    return shift, scale
+
+
+@torch.no_grad()
+def evaluate_autoencoder(ae: VideoAutoencoder, frames: torch.Tensor,
+                         batch: int = 64) -> dict[str, float]:
+    """Mean reconstruction PSNR (dB) and SSIM of the RGB channels of frames (n, c, h, w)."""
+    ps, ss = [], []
+    for x in _batches(frames, batch):
+        y = ae.decode(ae.encode(x[:, None]))[:, 0].float().cpu()  # (b, c, h, w)
+        ps.append(psnr(y[:, :3], x[:, :3]))
+        ss.append(ssim(y[:, :3], x[:, :3]))
+    return {"psnr": float(torch.cat(ps).mean()), "ssim": float(torch.cat(ss).mean())}
+
+
+def load_frames(store, ids: list[str], depth_channel: bool = False):
+    """All frames of episodes `ids`: (uint8 rgb (n, h, w, 3), depth (n, h, w) or None)."""
+    episodes = [store.read(i) for i in ids]
+    rgb = np.concatenate([ep.rgb for ep in episodes])
+    if not depth_channel:
+        return rgb, None
+    missing = [i for i, ep in zip(ids, episodes) if ep.depth is None]
+    if missing:
+        raise ValueError(f"depth_channel=True but episode {missing[0]!r} has no depth")
+    return rgb, np.concatenate([ep.depth for ep in episodes])
+
+
+# ----------------------------------------------------------------------------------------
+# Filling the latent cache
+# ----------------------------------------------------------------------------------------
+
+
+@torch.no_grad()
+def encode_store(ae: VideoAutoencoder, store, cache, batch: int = 64,
+                 callbacks: Iterable[Callable] = ()) -> int:
+    """Encode every episode of `store` missing from `cache` (float16 latents); returns the count.
+
+    Callbacks receive dict(episode=id, frames=t) after each episode is written.
+    """
+    done = 0
+    for eid in store.ids():
+        if cache.has(eid):
+            continue
+        ep = store.read(eid)
+        depth = ep.depth if ae.config.depth_channel else None
+        x = frames_to_tensor(ep.rgb, depth)  # (t, c, h, w)
+        z = torch.cat([ae.encode(xb[None])[0].cpu() for xb in _batches(x, batch)])
+        cache.put(eid, z.to(torch.float16).numpy())  # (t, c', h/8, w/8)
+        done += 1
+        for cb in callbacks:
+            cb({"episode": eid, "frames": len(x)})
+    return done

@@ -1,0 +1,488 @@
+"""The procedural engine: seeded rooms, props and characters, ray-cast with open3d.
+
+`ProceduralEngine(size=64)` renders a world from `procedural_world.build_world(seed)`:
+nine rooms with their own textured looks joined by corridors, props, lamps, and characters
+of three kinds (imp, robot, slime) walking circles. Frames are ray-cast with
+`open3d.t.geometry.RaycastingScene`: the static world is one scene built at reset (and
+rebuilt only when a door opens); moving things (characters, summoned monsters, fireballs,
+opening doors) go into a small scene built each step from the ones in view, and only the
+rays of their screen rectangle are cast against it.
+
+Prompt -> event mapping (`EVENTS`, matched by `base.match_event`, first match wins):
+
+| event         | keywords (case-insensitive substrings)            | effect                            |
+|---------------|---------------------------------------------------|-----------------------------------|
+| summon_monster| "summon", "monster", "spawn"                      | a character appears ahead, in view |
+| fireball      | "fireball", "cast", "spell"                       | a glowing ball flies away from the camera along the view direction, lighting the walls |
+| lights_out    | "lights out", "lights off", "darkness", "turn off the light" | ambient, key light and lamps off |
+| lights_on     | "lights on", "light up", "turn on the light"       | lights back on                     |
+| open_door     | "open the door", "open door", "door"               | the nearest closed door slides up into the ceiling (0.5 m per step) and stops blocking |
+
+Buttons do the same without a prompt: `attack` casts a fireball, `use` opens the nearest
+door; they are reported as events too (text "attack" / "use").
+
+Player: eye 1.5 m above the floor, radius 0.3 m; moves with `camera.step_pose` (turn, then
+move) in sub-steps of at most 0.2 m and slides along walls (x or y alone) when the full
+move is blocked. Pitch is limited to +-60 degrees, like a game's view limit.
+
+Instance ids (`Observation.instance`): 0 static world (walls, floors, props, closed doors),
+1..n characters, 64 + k door k while it opens, 128 + k the k-th summoned monster or fireball.
+
+Shading: texture (fixed to world coordinates) x (ambient + Lambert key light + lamp and
+fireball point lights), emissive materials unlit, then exponential distance fog.
+Depth is exact z-depth: rays have unit z in the camera frame, so open3d's t_hit is depth.
+
+Shape names: n rays/pixels, h w height width, m materials, l lights.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+import open3d as o3d
+
+from .. import camera
+from ..camera import Action
+from .base import Event, EventSpec, Observation, match_event
+from . import procedural_world as pw
+
+EVENTS = (
+    EventSpec("summon_monster", ("summon", "monster", "spawn"), "a character appears in view"),
+    EventSpec("fireball", ("fireball", "cast", "spell"), "a glowing ball flies off ahead"),
+    EventSpec("lights_out", ("lights out", "lights off", "darkness", "turn off the light"),
+              "the lights go out"),
+    EventSpec("lights_on", ("lights on", "light up", "turn on the light"),
+              "the lights come back on"),
+    EventSpec("open_door", ("open the door", "open door", "door"),
+              "the nearest closed door slides open"),
+)
+BUTTON_EVENTS = {"attack": "fireball", "use": "open_door"}
+
+EYE_H = 1.5  # metres above the floor
+PLAYER_R = 0.3  # collision radius (m)
+SUBSTEP = 0.2  # longest collision sub-step (m): thinner than any wall or door
+MAX_PITCH = 60.0  # degrees
+FOG_M = 16.0  # fog e-folding distance (m)
+FOG_RGB = np.array([0.06, 0.06, 0.08], np.float32)
+SUN = np.array([0.45, 0.3, 0.84], np.float32) / np.linalg.norm([0.45, 0.3, 0.84])
+FIREBALL_SPEED = 0.6  # metres per step
+FIREBALL_STEPS = 40  # lifetime
+DOOR_LIFT = 0.5  # metres per step
+LIGHT_RANGE = 9.0  # point lights further than this from the camera are skipped (m)
+
+
+@dataclass
+class _Spawned:
+    """A summoned monster (kind set) or a fireball (kind None), created at `step0`."""
+
+    id: int
+    kind: str | None
+    origin: np.ndarray  # (3,) floor point of a monster, start of a fireball
+    velocity: np.ndarray  # (3,) metres per step (zero for monsters)
+    yaw: float
+    step0: int
+
+
+class ProceduralEngine:
+    """Deterministic ray-cast rooms (see the module docstring)."""
+
+    name = "procedural"
+    events = EVENTS
+
+    def __init__(self, size: int = 64, fov_deg: float = 90.0, characters: bool = True,
+                 fog: bool = True, threads: int = 1):
+        if not (isinstance(size, (int, np.integer)) and 8 <= size <= 2048):
+            raise ValueError(f"size must be an integer in [8, 2048] pixels, got {size!r}")
+        if not (isinstance(threads, int) and threads >= 0):
+            raise ValueError(f"threads must be an int >= 0 (0 = all cores), got {threads!r}")
+        self.size, self.threads = int(size), threads
+        self.characters, self.fog = bool(characters), bool(fog)
+        self.K = camera.intrinsics_from_fov(self.size, self.size, fov_deg)
+        # (n, 3) camera-frame ray directions with unit z: t_hit is then z-depth
+        self._dirs_cam = camera.ray_directions(self.K, np.eye(4), self.size, self.size,
+                                               normalize=False)[1].reshape(-1, 3)
+        self._dirs_cam = self._dirs_cam.astype(np.float32)
+        self.world: pw.World | None = None
+
+    # ------------------------------------------------------------------------------------
+    # Protocol
+    # ------------------------------------------------------------------------------------
+
+    def reset(self, seed: int = 0, **options) -> Observation:
+        """Build the world of `seed`; options: position=(x, y) metres, yaw, pitch degrees."""
+        if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) \
+                or not 0 <= seed < 2 ** 32:
+            raise ValueError(f"seed must be an integer in [0, 2**32), got {seed!r}")
+        unknown = sorted(set(options) - {"position", "yaw", "pitch"})
+        if unknown:
+            raise ValueError(f"unknown reset option {unknown[0]!r}; expected position, yaw, "
+                             f"pitch")
+        world = pw.build_world(int(seed))
+        x, y, yaw = world.spawn
+        x, y = options.get("position", (x, y))
+        pitch = float(options.get("pitch", 0.0))
+        if abs(pitch) > MAX_PITCH:
+            raise ValueError(f"pitch must be within +-{MAX_PITCH} degrees, got {pitch!r}")
+        self.world, self._t, self._lights = world, 0, True
+        self._door_open = [None] * len(world.doors)  # step at which each door opened
+        self._spawned: list[_Spawned] = []
+        self._build_static()
+        if self._blocked(float(x), float(y)):
+            raise ValueError(f"reset position {(x, y)} is inside a wall or prop of seed {seed}")
+        self._pitch = pitch
+        self.c2w = camera.pose_from_heading(np.array([x, y, EYE_H], float),
+                                            float(options.get("yaw", yaw)), pitch)
+        return self._observe([])
+
+    def step(self, action: Action, prompt: str | None = None) -> Observation:
+        if self.world is None:
+            raise RuntimeError("call reset(seed) before step()")
+        if not isinstance(action, Action):
+            raise ValueError(f"action must be a worldlab.camera.Action, got "
+                             f"{type(action).__name__} {action!r}")
+        if prompt is not None and not isinstance(prompt, str):
+            raise ValueError(f"prompt must be a string or None, got {type(prompt).__name__}")
+        self._t += 1
+        self._move(action)
+        fired = []
+        spec = match_event(prompt, EVENTS)
+        if spec is not None:
+            fired.append(Event(spec.name, prompt, self._t))
+        fired += [Event(BUTTON_EVENTS[b], b, self._t) for b in sorted(action.buttons)
+                  if b in BUTTON_EVENTS]
+        for ev in fired:
+            self._apply(ev.name)
+        self._expire_fireballs()
+        return self._observe(fired)
+
+    def close(self) -> None:
+        self.world = None
+        self._static = None
+
+    # ------------------------------------------------------------------------------------
+    # Player movement and collision
+    # ------------------------------------------------------------------------------------
+
+    def _walkable(self) -> np.ndarray:
+        """(NCELLS, NCELLS) bool: floor without props and closed doors."""
+        ok = self.world.free.copy()
+        for door, opened in zip(self.world.doors, self._door_open):
+            if opened is None:
+                ok[pw.cells(door)] = False
+        return ok
+
+    def _blocked(self, x: float, y: float, radius: float = PLAYER_R) -> bool:
+        i0, i1 = (int(math.floor((v - pw.X0) / pw.CELL)) for v in (x - radius, x + radius))
+        j0, j1 = (int(math.floor((v - pw.X0) / pw.CELL)) for v in (y - radius, y + radius))
+        if min(i0, j0) < 0 or max(i1, j1) >= pw.NCELLS:
+            return True
+        return not self._walk[j0:j1 + 1, i0:i1 + 1].all()
+
+    def _move(self, action: Action) -> None:
+        want = camera.step_pose(self.c2w, Action(action.forward, action.right, action.yaw))
+        goal, yaw, _ = camera.heading_from_pose(want)
+        pos = self.c2w[:3, 3].copy()
+        delta = goal - pos
+        n = max(1, math.ceil(np.linalg.norm(delta[:2]) / SUBSTEP))
+        for _ in range(n):  # slide along walls: try the full sub-step, then x, then y
+            for d in (delta / n, delta / n * [1, 0, 0], delta / n * [0, 1, 0]):
+                if not self._blocked(pos[0] + d[0], pos[1] + d[1]):
+                    pos = pos + d
+                    break
+        self._pitch = float(np.clip(self._pitch + action.pitch, -MAX_PITCH, MAX_PITCH))
+        self.c2w = camera.pose_from_heading(pos, yaw, self._pitch)
+
+    # ------------------------------------------------------------------------------------
+    # Events
+    # ------------------------------------------------------------------------------------
+
+    def _apply(self, name: str) -> None:
+        pos, yaw, pitch = camera.heading_from_pose(self.c2w)
+        new_id = 128 + len(self._spawned)
+        if name == "summon_monster":
+            kind = pw.KINDS[sum(s.kind is not None for s in self._spawned) % len(pw.KINDS)]
+            ahead = np.array([math.cos(math.radians(yaw)), math.sin(math.radians(yaw)), 0])
+            dist = 1.0  # walk out until the monster would touch a wall, at most 3 m
+            while dist < 3.0 and not self._blocked(*(pos + (dist + 0.25) * ahead)[:2], 0.45):
+                dist += 0.25
+            foot = pos + dist * ahead - [0, 0, EYE_H]
+            self._spawned.append(_Spawned(new_id, kind, foot, np.zeros(3), yaw + 180, self._t))
+        elif name == "fireball":
+            fwd, down = self.c2w[:3, 2], self.c2w[:3, 1]
+            start = pos + 0.7 * fwd + 0.25 * down
+            self._spawned.append(_Spawned(new_id, None, start, FIREBALL_SPEED * fwd, yaw,
+                                          self._t))
+        elif name in ("lights_out", "lights_on"):
+            self._lights = name == "lights_on"
+        elif name == "open_door":
+            closed = [k for k, o in enumerate(self._door_open) if o is None]
+            if closed:
+                centres = [np.mean(np.reshape(self.world.doors[k], (2, 2)), 0) for k in closed]
+                k = closed[int(np.argmin([np.linalg.norm(c - pos[:2]) for c in centres]))]
+                self._door_open[k] = self._t
+                self._build_static()
+
+    def _expire_fireballs(self) -> None:
+        """Drop fireballs that hit a wall, left the room height, or burnt out."""
+        keep = []
+        for s in self._spawned:
+            if s.kind is None:
+                p = s.origin + s.velocity * (self._t - s.step0)
+                if (self._t - s.step0 > FIREBALL_STEPS or not 0.1 < p[2] < pw.WALL_H - 0.1
+                        or self._blocked(p[0], p[1], 0.1)):
+                    continue
+            keep.append(s)
+        self._spawned = keep
+
+    def door_view(self, k: int, distance: float = 2.0) -> tuple[float, float, float]:
+        """(x, y, yaw) standing `distance` m before door k on its corridor, facing it."""
+        x0, y0, x1, y1 = self.world.doors[k]
+        cx, cy = (x0 + x1) / 2, (y0 + y1) / 2
+        if x1 - x0 < y1 - y0:  # a door across an east-west corridor
+            return cx - distance, cy, 0.0
+        return cx, cy - distance, 90.0
+
+    # ------------------------------------------------------------------------------------
+    # Scenes
+    # ------------------------------------------------------------------------------------
+
+    def _build_static(self) -> None:
+        """Static scene: the world mesh plus every closed door (rebuilt when a door opens)."""
+        w = self.world
+        parts = [w.mesh] + [pw.box((d[0], d[1], 0), (d[2], d[3], pw.WALL_H), w.door_mat)
+                            for d, o in zip(w.doors, self._door_open) if o is None]
+        verts, tris, self._static_mat = pw.merge(parts)
+        self._static = _scene(verts, tris)
+        self._walk = self._walkable()
+
+    def _dynamic(self) -> list[tuple]:
+        """Moving things now: (id, centre (3,), radius, mesh() -> (verts, tris, mat), light)."""
+        w, t, out = self.world, self._t, []
+        if self.characters:
+            for k, ch in enumerate(w.characters):
+                foot, yaw = ch.pose(t)
+                out.append((1 + k, foot + [0, 0, 0.75], pw.CHARACTER_RADIUS,
+                            _char_mesher(ch.kind, w.kind_mats, foot, yaw), None))
+        for k, (d, opened) in enumerate(zip(w.doors, self._door_open)):
+            lift = DOOR_LIFT * (t - opened + 1) if opened is not None else pw.WALL_H
+            if lift < pw.WALL_H:
+                lo, hi = np.array([d[0], d[1], lift]), np.array([d[2], d[3], pw.WALL_H + lift])
+                out.append((64 + k, (lo + hi) / 2, np.linalg.norm(hi - lo) / 2,
+                            lambda lo=lo, hi=hi: pw.box(lo, hi, w.door_mat), None))
+        for s in self._spawned:
+            age = t - s.step0
+            if s.kind is not None:
+                out.append((s.id, s.origin + [0, 0, 0.75], pw.CHARACTER_RADIUS,
+                            _char_mesher(s.kind, w.kind_mats, s.origin, s.yaw + 4.0 * age),
+                            None))
+            else:
+                p = s.origin + s.velocity * age
+                out.append((s.id, p, 0.2, lambda p=p: pw.sphere(p, 0.15, w.fire_mat),
+                            p))
+        return out
+
+    # ------------------------------------------------------------------------------------
+    # Rendering
+    # ------------------------------------------------------------------------------------
+
+    def _observe(self, events: list[Event]) -> Observation:
+        n = self.size * self.size
+        R, o = self.c2w[:3, :3], self.c2w[:3, 3]
+        rays = np.empty((n, 6), np.float32)  # (n, 6) origin, direction with unit z-depth
+        rays[:, :3] = o
+        rays[:, 3:] = self._dirs_cam @ R.T.astype(np.float32)
+        hit = self._static.cast_rays(o3d.core.Tensor(rays), nthreads=self.threads)
+        depth = hit["t_hit"].numpy().copy()  # (n,) z-depth, inf on a miss
+        normal = hit["primitive_normals"].numpy().copy()  # (n, 3)
+        found = np.isfinite(depth)
+        prim = np.where(found, hit["primitive_ids"].numpy(), 0)
+        mat = np.where(found, self._static_mat[prim], -1)  # (n,)
+        inst = np.zeros(n, np.int32)
+        lights = self._cast_dynamic(rays, depth, normal, mat, inst)
+        rgb = self._shade(rays, depth, normal, mat, lights)
+        hw = (self.size, self.size)
+        return Observation(rgb.reshape(*hw, 3), depth.reshape(hw), self.c2w.copy(),
+                           self.K.copy(), self._t, inst.reshape(hw), events)
+
+    def _cast_dynamic(self, rays, depth, normal, mat, inst) -> list[np.ndarray]:
+        """Overlay the moving things in view onto the static hits (in place).
+
+        Only the rays inside the union of their screen rectangles are cast, against a
+        scene of just those meshes. Returns the positions of moving point lights.
+        """
+        objs = self._dynamic()
+        lights = [light for *_, light in objs if light is not None]
+        rect, parts, ids = None, [], []
+        for oid, centre, radius, mesher, _ in objs:
+            r = _screen_rect(centre, radius, self.c2w, self.K, self.size)
+            if r is None:
+                continue
+            rect = r if rect is None else (min(rect[0], r[0]), max(rect[1], r[1]),
+                                           min(rect[2], r[2]), max(rect[3], r[3]))
+            parts.append(mesher())
+            ids.append(np.full(len(parts[-1][1]), oid, np.int32))
+        if rect is None:
+            return lights
+        verts, tris, tri_mat = pw.merge(parts)
+        tri_inst = np.concatenate(ids)
+        r0, r1, c0, c1 = rect
+        idx = (np.arange(r0, r1)[:, None] * self.size + np.arange(c0, c1)).ravel()
+        hit = _scene(verts, tris).cast_rays(o3d.core.Tensor(rays[idx]), nthreads=self.threads)
+        t = hit["t_hit"].numpy()
+        near = t < depth[idx]
+        sel, prim = idx[near], hit["primitive_ids"].numpy()[near]
+        depth[sel] = t[near]
+        normal[sel] = hit["primitive_normals"].numpy()[near]
+        mat[sel], inst[sel] = tri_mat[prim], tri_inst[prim]
+        return lights
+
+    def _shade(self, rays, depth, normal, mat, lights) -> np.ndarray:
+        """(n, 3) uint8: texture x lighting (emissive unlit), then fog; misses are fog.
+
+        Works component-major, (3, k) arrays, so every numpy op runs over contiguous rows.
+        """
+        found = np.isfinite(depth)
+        every = found.all()  # indoors nearly every ray hits: skip the gathers then
+        pick = (lambda x: x) if every else (lambda x: x[found])
+        d = np.ascontiguousarray(pick(rays[:, 3:]).T)  # (3, k) directions, unit z-depth
+        z = pick(depth)  # (k,)
+        p = pick(rays[:, :3]).T + z * d  # (3, k) world hit points
+        nrm = np.ascontiguousarray(pick(normal).T)  # (3, k)
+        nrm *= np.where((nrm * d).sum(0) > 0, np.float32(-1), np.float32(1))  # face camera
+        m, M = pick(mat), self.world.materials
+        tex = _texture(p, nrm, M["pattern"][m], M["scale"][m], M["a"].T[:, m], M["b"].T[:, m])
+        col = tex * self._lighting(p, nrm, lights)  # (3, k)
+        emissive = M["emissive"][m]
+        if emissive.any():
+            col[:, emissive] = tex[:, emissive]
+        if self.fog:
+            f = np.exp(z * np.float32(-1.0 / FOG_M))  # (k,)
+            col -= FOG_RGB[:, None]
+            col *= f
+            col += FOG_RGB[:, None]
+        np.clip(col, 0, 1, out=col)
+        col *= 255
+        col += 0.5
+        out = np.empty((3, len(depth)), np.uint8)
+        if every:
+            out[:] = col
+        else:
+            out[:] = (FOG_RGB * 255 + 0.5).astype(np.uint8)[:, None]
+            out[:, found] = col
+        return out.T
+
+    def _lighting(self, p, nrm, moving) -> np.ndarray:
+        """(3, k) light at hit points p (3, k) with camera-facing normals nrm (3, k)."""
+        on, eye = self._lights, self.c2w[:3, 3]
+        white = np.full(p.shape[1], 0.35 if on else 0.04, np.float32)  # (k,) ambient
+        if on:
+            white += 0.4 * np.clip(SUN @ nrm, 0, None)
+        light = white[None] + 0 * LAMP_RGB[:, None]  # (3, k)
+        for sources, rgb in (((self.world.lamps if on else ()), LAMP_RGB), (moving, FIRE_RGB)):
+            near = [q for q in sources if np.linalg.norm(q - eye) <= LIGHT_RANGE]
+            if near:
+                light += _point_lights(p, nrm, near) * rgb[:, None]
+        return light
+
+
+def _point_lights(p, nrm, sources) -> np.ndarray:
+    """(k,) summed Lambert x soft inverse-square falloff of point lights at points (3, k)."""
+    total = np.zeros(p.shape[1], np.float32)
+    for q in sources:
+        v = np.asarray(q, np.float32)[:, None] - p  # (3, k) towards the light
+        d2 = (v * v).sum(0)
+        total += np.maximum((nrm * v).sum(0), 0) / (np.sqrt(d2) * (1 + 0.25 * d2))
+    return total
+
+
+# ----------------------------------------------------------------------------------------
+# Helpers: scenes, screen rectangles, procedural textures
+# ----------------------------------------------------------------------------------------
+
+LAMP_RGB = np.array([1.0, 0.85, 0.6], np.float32)
+FIRE_RGB = np.array([2.0, 1.0, 0.3], np.float32)
+
+
+def _scene(verts: np.ndarray, tris: np.ndarray) -> o3d.t.geometry.RaycastingScene:
+    scene = o3d.t.geometry.RaycastingScene()
+    scene.add_triangles(o3d.core.Tensor(np.ascontiguousarray(verts, np.float32)),
+                        o3d.core.Tensor(np.ascontiguousarray(tris, np.uint32)))
+    return scene
+
+
+def _char_mesher(kind, kind_mats, foot, yaw):
+    return lambda: pw.character_mesh(kind, kind_mats, foot, yaw)
+
+
+def _screen_rect(centre, radius, c2w, K, size) -> tuple | None:
+    """Pixel rows/cols (r0, r1, c0, c1) that a sphere can cover, or None if out of view."""
+    x, y, z = (np.asarray(centre, float) - c2w[:3, 3]) @ c2w[:3, :3]  # camera frame
+    if z + radius <= 0:
+        return None
+    if z - radius <= 0.05:  # the camera is at or inside the sphere
+        return 0, size, 0, size
+    # x'/z' over the sphere's bounding box is extreme at its corners
+    us = [K[0, 0] * a / b + K[0, 2] for a in (x - radius, x + radius)
+          for b in (z - radius, z + radius)]
+    vs = [K[1, 1] * a / b + K[1, 2] for a in (y - radius, y + radius)
+          for b in (z - radius, z + radius)]
+    c0, c1 = max(0, math.floor(min(us))), min(size, math.ceil(max(us)))
+    r0, r1 = max(0, math.floor(min(vs))), min(size, math.ceil(max(vs)))
+    return (r0, r1, c0, c1) if c0 < c1 and r0 < r1 else None
+
+
+def _hash01(i: np.ndarray, j: np.ndarray) -> np.ndarray:
+    """A fixed integer hash of lattice points -> [0, 1] float32."""
+    h = (i.astype(np.int64) * 73856093 ^ j.astype(np.int64) * 19349663) & 0xFFFFFFFF
+    h = ((h ^ (h >> 13)) * 1274126177) & 0xFFFFFFFF
+    return ((h ^ (h >> 16)) & 0xFFFF).astype(np.float32) / 65535.0
+
+
+def _stripes(u, v):
+    return (u - np.floor(u) >= 0.5).astype(np.float32)
+
+
+def _checks(u, v):
+    return ((np.floor(u) + np.floor(v)) % 2).astype(np.float32)
+
+
+def _bricks(u, v):
+    row = np.floor(2 * v)  # bricks are half as tall as long; odd rows shift half a brick
+    uu = u + 0.5 * (row % 2)
+    mortar = (uu - np.floor(uu) < 0.08) | (2 * v - row < 0.14)
+    return np.where(mortar, 1.0, 0.35 * _hash01(np.floor(uu), row)).astype(np.float32)
+
+
+def _noise(u, v):
+    """Smooth value noise: hashed lattice values, smoothstep-interpolated."""
+    i, j = np.floor(u), np.floor(v)
+    fu, fv = u - i, v - j
+    fu, fv = fu * fu * (3 - 2 * fu), fv * fv * (3 - 2 * fv)
+    top = _hash01(i, j) * (1 - fu) + _hash01(i + 1, j) * fu
+    bot = _hash01(i, j + 1) * (1 - fu) + _hash01(i + 1, j + 1) * fu
+    return (top * (1 - fv) + bot * fv).astype(np.float32)
+
+
+_PATTERN_FNS = {pw.PATTERNS.index(k): f for k, f in
+                (("stripes", _stripes), ("checks", _checks), ("bricks", _bricks),
+                 ("noise", _noise))}
+
+
+def _texture(p, nrm, pattern, scale, a, b) -> np.ndarray:
+    """(3, k) texture colour at world points p (3, k), fixed to the geometry.
+
+    The texture plane follows the dominant normal axis: floors and ceilings use (x, y),
+    walls facing x use (y, z), walls facing y use (x, z). a, b: (3, k) pattern colours.
+    """
+    an = np.abs(nrm)
+    flat, xwall = an[2] > 0.7, an[0] >= an[1]
+    s = np.where(flat | ~xwall, p[0], p[1]) / scale
+    t = np.where(flat, p[1], p[2]) / scale
+    w = np.zeros(p.shape[1], np.float32)  # (k,) 0 = colour a, 1 = colour b
+    for k, fn in _PATTERN_FNS.items():
+        sel = pattern == k
+        if sel.any():
+            w[sel] = fn(s[sel], t[sel])
+    return a + (b - a) * w

@@ -1,0 +1,383 @@
+"""The seeded world of the procedural engine: layout, meshes, materials, characters.
+
+`build_world(seed)` lays out rooms on a 3 x 3 grid (8 m apart, each 4.5-6.5 m a side),
+joins them by a random spanning tree of 1.5 m wide corridors (so every room is reachable)
+plus two extra corridors closed by sliding doors, and furnishes every room with a lamp and
+a few props (pillars, crates, spheres on pedestals). Every room has its own wall and floor
+material (palette + pattern). Everything is a pure function of the seed.
+
+Geometry is metres, +z up, floor at z = 0, ceiling at `WALL_H`. A 2D occupancy grid of
+`CELL`-metre cells holds what is walkable; walls are generated from its boundary, so door
+openings are wherever a corridor meets a room.
+
+Characters (`KINDS`) have a fixed shape and colour per kind (their identity) and walk a
+circle around the centre of their room: their pose is a function of the seed and the step.
+
+Shape names: n points/pixels, v vertices, f triangles.
+"""
+
+from __future__ import annotations
+
+import colorsys
+import math
+from dataclasses import dataclass, field
+from functools import lru_cache
+
+import numpy as np
+import open3d as o3d
+
+CELL = 0.25  # occupancy grid resolution (m); every layout coordinate is a multiple of it
+WALL_H = 3.0  # ceiling height (m)
+PITCH = 8.0  # distance between room centres (m)
+GRID = 3  # rooms per side
+CORRIDOR_W = 1.5  # corridor width (m)
+X0 = -1.0  # world coordinate of the occupancy grid's first cell edge (both axes)
+NCELLS = int(round((GRID * PITCH - 2 * X0) / CELL))  # grid cells per side
+
+PATTERNS = ("flat", "stripes", "checks", "bricks", "noise")
+
+# ----------------------------------------------------------------------------------------
+# Materials
+# ----------------------------------------------------------------------------------------
+
+
+@dataclass
+class Materials:
+    """A growing table of materials; per-triangle material ids index into it."""
+
+    pattern: list[int] = field(default_factory=list)  # index into PATTERNS
+    a: list[tuple] = field(default_factory=list)  # base colour, 0-1 RGB
+    b: list[tuple] = field(default_factory=list)  # second colour of the pattern
+    scale: list[float] = field(default_factory=list)  # pattern period (m)
+    emissive: list[bool] = field(default_factory=list)  # shines by itself: no shading
+
+    def add(self, pattern: str, a, b=None, scale: float = 1.0, emissive: bool = False) -> int:
+        self.pattern.append(PATTERNS.index(pattern))
+        self.a.append(tuple(a))
+        self.b.append(tuple(a if b is None else b))
+        self.scale.append(float(scale))
+        self.emissive.append(bool(emissive))
+        return len(self.pattern) - 1
+
+    def arrays(self) -> dict:
+        return {"pattern": np.array(self.pattern, np.int64),
+                "a": np.array(self.a, np.float32), "b": np.array(self.b, np.float32),
+                "scale": np.array(self.scale, np.float32),
+                "emissive": np.array(self.emissive, bool)}
+
+
+def _hsv(h: float, s: float, v: float) -> tuple:
+    return colorsys.hsv_to_rgb(h % 1.0, s, v)
+
+
+def _room_materials(mats: Materials, rng: np.random.Generator) -> tuple[int, int, int]:
+    """(wall, floor, ceiling) materials of one room: a hue, two patterns, two shades."""
+    hue = rng.uniform()
+    wall_pat, floor_pat = rng.choice(PATTERNS[1:], size=2, replace=False)
+    wall = mats.add(wall_pat, _hsv(hue, 0.55, 0.85), _hsv(hue + 0.06, 0.65, 0.45),
+                    scale=rng.uniform(0.6, 1.2))
+    floor = mats.add(floor_pat, _hsv(hue + 0.5, 0.35, 0.7), _hsv(hue + 0.45, 0.4, 0.35),
+                     scale=rng.uniform(0.7, 1.4))
+    ceiling = mats.add("noise", _hsv(hue, 0.15, 0.8), _hsv(hue, 0.2, 0.6), scale=1.5)
+    return wall, floor, ceiling
+
+
+# ----------------------------------------------------------------------------------------
+# Mesh pieces: (verts (v, 3) float32, tris (f, 3) int64, tri_mat (f,) int64)
+# ----------------------------------------------------------------------------------------
+
+
+def _mesh(verts, tris, mat: int):
+    verts, tris = np.asarray(verts, np.float32), np.asarray(tris, np.int64)
+    return verts, tris, np.full(len(tris), mat, np.int64)
+
+
+def merge(parts):
+    """Concatenate mesh pieces into one (verts, tris, tri_mat)."""
+    if not parts:
+        return np.zeros((0, 3), np.float32), np.zeros((0, 3), np.int64), np.zeros(0, np.int64)
+    offsets = np.cumsum([0] + [len(p[0]) for p in parts[:-1]])
+    return (np.concatenate([p[0] for p in parts]),
+            np.concatenate([p[1] + o for p, o in zip(parts, offsets)]),
+            np.concatenate([p[2] for p in parts]))
+
+
+def wall_quad(a, b, mat: int):
+    """A vertical quad from floor to ceiling between floor points a and b."""
+    (xa, ya), (xb, yb) = a, b
+    v = [(xa, ya, 0), (xb, yb, 0), (xb, yb, WALL_H), (xa, ya, WALL_H)]
+    return _mesh(v, [(0, 1, 2), (0, 2, 3)], mat)
+
+
+def flat_quad(rect, z: float, mat: int):
+    x0, y0, x1, y1 = rect
+    return _mesh([(x0, y0, z), (x1, y0, z), (x1, y1, z), (x0, y1, z)],
+                 [(0, 1, 2), (0, 2, 3)], mat)
+
+
+def box(lo, hi, mat: int):
+    lo, hi = np.asarray(lo, np.float64), np.asarray(hi, np.float64)
+    return _mesh(_unit("box") * (hi - lo) + lo, _unit_tris("box"), mat)
+
+
+def sphere(centre, radius, mat: int, squash: float = 1.0):
+    v = _unit("sphere") * radius * np.array([1.0, 1.0, squash]) + np.asarray(centre)
+    return _mesh(v, _unit_tris("sphere"), mat)
+
+
+def cone(base, radius, height, mat: int):
+    v = _unit("cone") * np.array([radius, radius, height]) + np.asarray(base)
+    return _mesh(v, _unit_tris("cone"), mat)
+
+
+@lru_cache(maxsize=None)
+def _unit_mesh(kind: str):
+    """Unit box [0, 1]^3, unit sphere, unit cone (radius 1, height 1, base at z = 0)."""
+    make = {"box": lambda: o3d.geometry.TriangleMesh.create_box(1, 1, 1),
+            "sphere": lambda: o3d.geometry.TriangleMesh.create_sphere(1.0, resolution=6),
+            "cone": lambda: o3d.geometry.TriangleMesh.create_cone(1.0, 1.0, resolution=10)}
+    m = make[kind]()
+    return np.asarray(m.vertices, np.float64), np.asarray(m.triangles, np.int64)
+
+
+def _unit(kind):
+    return _unit_mesh(kind)[0]
+
+
+def _unit_tris(kind):
+    return _unit_mesh(kind)[1]
+
+
+# ----------------------------------------------------------------------------------------
+# Characters: a fixed shape and colour per kind (their identity)
+# ----------------------------------------------------------------------------------------
+
+KINDS = ("imp", "robot", "slime")
+
+
+def add_kind_materials(mats: Materials) -> dict[str, tuple[int, int]]:
+    """(body, head) materials per kind; the same in every seed, so identity is stable."""
+    return {"imp": (mats.add("stripes", (0.85, 0.25, 0.1), (0.6, 0.12, 0.05), scale=0.3),
+                    mats.add("flat", (0.95, 0.6, 0.2))),
+            "robot": (mats.add("checks", (0.55, 0.65, 0.8), (0.3, 0.35, 0.45), scale=0.3),
+                      mats.add("flat", (0.2, 0.9, 1.0), emissive=True)),
+            "slime": (mats.add("noise", (0.3, 0.85, 0.25), (0.1, 0.5, 0.1), scale=0.3),
+                      mats.add("flat", (0.9, 1.0, 0.5)))}
+
+
+def character_mesh(kind: str, kind_mats: dict, position, yaw_deg: float):
+    """Mesh of a character standing at `position` (floor point), facing `yaw_deg`."""
+    body, head = kind_mats[kind]
+    if kind == "imp":
+        parts = [cone((0, 0, 0), 0.35, 1.2, body), sphere((0, 0, 1.35), 0.25, head)]
+    elif kind == "robot":
+        parts = [box((-0.2, -0.3, 0.0), (0.2, 0.3, 1.1), body),
+                 box((-0.15, -0.15, 1.15), (0.2, 0.15, 1.45), head)]
+    else:
+        parts = [sphere((0, 0, 0.3), 0.55, body, squash=0.6),
+                 sphere((0.3, 0, 0.55), 0.12, head)]
+    verts, tris, tri_mat = merge(parts)
+    c, s = math.cos(math.radians(yaw_deg)), math.sin(math.radians(yaw_deg))
+    rot = np.array([[c, -s, 0], [s, c, 0], [0, 0, 1]], np.float32)
+    return verts @ rot.T + np.asarray(position, np.float32), tris, tri_mat
+
+
+CHARACTER_RADIUS = 0.8  # bounding sphere radius around the character's centre at z = 0.75
+
+
+@dataclass(frozen=True)
+class Character:
+    """A character walking a circle: position and heading are functions of the step."""
+
+    kind: str
+    centre: tuple[float, float]
+    radius: float  # of the circle (m)
+    omega: float  # degrees per step (sign = direction)
+    phase: float  # degrees at step 0
+
+    def pose(self, step: int) -> tuple[np.ndarray, float]:
+        """(floor position (3,), heading degrees) at `step`."""
+        a = math.radians(self.phase + self.omega * step)
+        pos = np.array([self.centre[0] + self.radius * math.cos(a),
+                        self.centre[1] + self.radius * math.sin(a), 0.0])
+        return pos, math.degrees(a) + math.copysign(90.0, self.omega)
+
+
+# ----------------------------------------------------------------------------------------
+# Layout
+# ----------------------------------------------------------------------------------------
+
+
+@dataclass
+class World:
+    seed: int
+    rooms: list[tuple]  # (x0, y0, x1, y1) metres
+    corridors: list[tuple]
+    doors: list[tuple]  # door slab footprints (x0, y0, x1, y1), closed at reset
+    free: np.ndarray  # (NCELLS, NCELLS) bool, [iy, ix]: floor the player may stand on
+    mesh: tuple  # static (verts, tris, tri_mat) without doors
+    door_mat: int
+    fire_mat: int  # emissive orange of fireballs
+    lamps: np.ndarray  # (L, 3) light positions
+    characters: list[Character]
+    kind_mats: dict
+    materials: dict  # Materials.arrays()
+    spawn: tuple[float, float, float]  # x, y, yaw degrees
+
+
+def cells(rect) -> tuple[slice, slice]:
+    """Grid index slices (rows = y, cols = x) covered by a rect in metres."""
+    x0, y0, x1, y1 = (int(round((v - X0) / CELL)) for v in rect)
+    return slice(y0, y1), slice(x0, x1)
+
+
+def _snap(v: float) -> float:
+    return round(v / CELL) * CELL
+
+
+def _rooms(rng) -> list[tuple]:
+    rooms = []
+    for j in range(GRID):
+        for i in range(GRID):
+            w, h = (_snap(rng.uniform(4.5, 6.5)) for _ in range(2))
+            # room stays at least 0.75 m inside its 8 m cell, so corridors are >= 1.5 m long
+            x0 = _snap(rng.uniform(i * PITCH + 0.75, (i + 1) * PITCH - 0.75 - w))
+            y0 = _snap(rng.uniform(j * PITCH + 0.75, (j + 1) * PITCH - 0.75 - h))
+            rooms.append((x0, y0, x0 + w, y0 + h))
+    return rooms
+
+
+def _edges(rng) -> tuple[list, list]:
+    """Random spanning tree over the room grid (Kruskal) and the edges left over."""
+    edges = [(j * GRID + i, j * GRID + i + 1) for j in range(GRID) for i in range(GRID - 1)]
+    edges += [(j * GRID + i, (j + 1) * GRID + i) for j in range(GRID - 1) for i in range(GRID)]
+    order = rng.permutation(len(edges))
+    parent = list(range(GRID * GRID))
+
+    def root(a):
+        while parent[a] != a:
+            a = parent[a]
+        return a
+
+    tree, rest = [], []
+    for k in order:
+        a, b = edges[k]
+        ra, rb = root(a), root(b)
+        (rest if ra == rb else tree).append(edges[k])
+        parent[ra] = rb
+    return tree, rest
+
+
+def _corridor(rng, ra, rb, horizontal: bool) -> tuple:
+    """Corridor rect joining room a to room b (b right of / above a)."""
+    lo_ax, hi_ax = (1, 3) if horizontal else (0, 2)  # the axis across the corridor
+    lo, hi = max(ra[lo_ax], rb[lo_ax]), min(ra[hi_ax], rb[hi_ax])
+    c0 = _snap(rng.uniform(lo, hi - CORRIDOR_W))
+    if horizontal:
+        return (ra[2], c0, rb[0], c0 + CORRIDOR_W)
+    return (c0, ra[3], c0 + CORRIDOR_W, rb[1])
+
+
+def _door(corr: tuple, horizontal: bool) -> tuple:
+    x0, y0, x1, y1 = corr
+    if horizontal:
+        m = _snap((x0 + x1) / 2)
+        return (m - CELL, y0, m, y1)
+    m = _snap((y0 + y1) / 2)
+    return (x0, m - CELL, x1, m)
+
+
+def _walls(free: np.ndarray, wallmat: np.ndarray) -> list:
+    """Wall quads along every boundary between walkable and solid cells, merged in runs."""
+    parts = []
+    for axis in (0, 1):
+        f, m = (free, wallmat) if axis == 0 else (free.T, wallmat.T)
+        edge = f[1:] != f[:-1]  # (n - 1, n): boundary between row k and k + 1
+        mat = np.where(edge, np.where(f[1:], m[1:], m[:-1]), -1)
+        for k, row in enumerate(mat):
+            change = np.flatnonzero(np.diff(row)) + 1
+            starts, ends = np.r_[0, change], np.r_[change, len(row)]
+            c = X0 + (k + 1) * CELL  # the boundary line's coordinate
+            for s, e in zip(starts, ends):
+                if row[s] >= 0:
+                    a, b = X0 + s * CELL, X0 + e * CELL
+                    ends_ab = ((a, c), (b, c)) if axis == 0 else ((c, a), (c, b))
+                    parts.append(wall_quad(*ends_ab, int(row[s])))
+    return parts
+
+
+def _furnish(rng, mats: dict, room, corridors, free) -> tuple[list, list]:
+    """A lamp and 1-3 props in the room's corners, away from corridor mouths.
+
+    Marks the props' cells as not walkable in `free`; returns (mesh parts, lamp positions).
+    """
+    x0, y0, x1, y1 = room
+    corners = [(x0 + 0.75, y0 + 0.75), (x1 - 0.75, y0 + 0.75),
+               (x0 + 0.75, y1 - 0.75), (x1 - 0.75, y1 - 0.75)]
+    corners = [c for c in corners if all(
+        not (cx0 - 1.5 < c[0] < cx1 + 1.5 and cy0 - 1.5 < c[1] < cy1 + 1.5)
+        for cx0, cy0, cx1, cy1 in corridors)]
+    parts, lamps = [], []
+    kinds = ["lamp"] + list(rng.choice(["pillar", "crate", "sphere"], size=3))
+    for (cx, cy), kind in zip([corners[k] for k in rng.permutation(len(corners))], kinds):
+        half = 0.25 if kind in ("pillar", "lamp") else 0.375
+        foot = (cx - half, cy - half, cx + half, cy + half)
+        free[cells(foot)] = False
+        if kind == "lamp":
+            parts += [box((cx - 0.05, cy - 0.05, 0), (cx + 0.05, cy + 0.05, 2.0), mats["post"]),
+                      sphere((cx, cy, 2.15), 0.18, mats["bulb"])]
+            lamps.append((cx, cy, 2.15))
+        elif kind == "pillar":
+            parts.append(box((foot[0], foot[1], 0), (foot[2], foot[3], WALL_H), mats["pillar"]))
+        elif kind == "crate":
+            parts.append(box((foot[0], foot[1], 0), (foot[2], foot[3], 0.75), mats["crate"]))
+        else:
+            parts += [box((cx - 0.15, cy - 0.15, 0), (cx + 0.15, cy + 0.15, 0.6), mats["post"]),
+                      sphere((cx, cy, 0.95), 0.35, mats["ball"])]
+    return parts, lamps
+
+
+def build_world(seed: int, n_characters: int = 4) -> World:
+    """The world of `seed` (see the module docstring)."""
+    rng = np.random.default_rng(seed)
+    mats = Materials()
+    rooms = _rooms(rng)
+    tree, rest = _edges(rng)
+    links = tree + [rest[k] for k in rng.choice(len(rest), size=2, replace=False)]
+    corridors = [_corridor(rng, rooms[a], rooms[b], b == a + 1) for a, b in links]
+    doors = [_door(c, b == a + 1) for c, (a, b) in zip(corridors[len(tree):], links[len(tree):])]
+    free = np.zeros((NCELLS, NCELLS), bool)
+    wallmat = np.full((NCELLS, NCELLS), -1, np.int64)
+    parts = []
+    corridor_mat = mats.add("bricks", (0.55, 0.5, 0.45), (0.25, 0.22, 0.2), scale=0.8)
+    for rect, (wall, floor, ceil) in zip(
+            rooms + corridors,
+            [_room_materials(mats, rng) for _ in rooms] + [(corridor_mat,) * 3] * len(corridors)):
+        free[cells(rect)] = True
+        wallmat[cells(rect)] = wall
+        parts += [flat_quad(rect, 0.0, floor), flat_quad(rect, WALL_H, ceil)]
+    parts += _walls(free, wallmat)
+    props = {"post": mats.add("flat", (0.3, 0.3, 0.32)),
+             "bulb": mats.add("flat", (1.0, 0.9, 0.6), emissive=True),
+             "pillar": mats.add("stripes", (0.85, 0.85, 0.8), (0.4, 0.4, 0.45), scale=0.5),
+             "crate": mats.add("checks", (0.65, 0.45, 0.2), (0.45, 0.3, 0.12), scale=0.375),
+             "ball": mats.add("noise", (0.9, 0.2, 0.5), (0.3, 0.1, 0.6), scale=0.4)}
+    door_mat = mats.add("stripes", (0.5, 0.32, 0.15), (0.35, 0.2, 0.1), scale=0.25)
+    fire_mat = mats.add("noise", (1.0, 0.75, 0.2), (1.0, 0.35, 0.05), scale=0.1, emissive=True)
+    lamps = []
+    for room in rooms:
+        p, lmp = _furnish(rng, props, room, corridors, free)
+        parts += p
+        lamps += lmp
+    kind_mats = add_kind_materials(mats)
+    characters = []
+    for k, r in enumerate(rng.choice(len(rooms), size=n_characters, replace=False)):
+        x0, y0, x1, y1 = rooms[r]
+        characters.append(Character(
+            KINDS[k % len(KINDS)], ((x0 + x1) / 2, (y0 + y1) / 2),
+            min(x1 - x0, y1 - y0) / 2 - 1.3, float(rng.choice([-1, 1]) * rng.uniform(6, 12)),
+            float(rng.uniform(0, 360))))
+    s = rooms[rng.integers(len(rooms))]
+    spawn = ((s[0] + s[2]) / 2, (s[1] + s[3]) / 2, float(rng.uniform(-180, 180)))
+    return World(seed, rooms, corridors, doors, free, merge(parts), door_mat, fire_mat,
+                 np.array(lamps, np.float64), characters, kind_mats, mats.arrays(), spawn)

@@ -1,0 +1,283 @@
+"""Evaluation against the engine's ground truth: `python -m worldlab eval --suite quick`.
+
+Every score replays the same actions in the engine and compares what the model generated
+with the engine's own frames (PSNR and SSIM on 0-255 frames). Protocols of the quick suite:
+
+1. next chunk (teacher forced): the model sees the true previous chunk(s) and generates the
+   next one; the same chunk is scored for the trivial baselines "repeat the last frame" and
+   "warp the last frame with the known camera motion and its depth" (holes keep the last
+   frame's colour), and for the autoencoder's own reconstruction (the ceiling);
+2. drift: an open-loop rollout of `horizon` frames from one context chunk, PSNR per step,
+   against "repeat the last frame" per step;
+3. controls: the same rollout with mirrored controls (turn left instead of right, strafe
+   the other way; poses mirrored about the first camera's vertical plane) - a model that
+   uses its controls loses PSNR against the ground truth;
+4. runtime: streaming frames/s, per-chunk latency, and the cost of chunk 50 over chunk 2.
+
+Held-out episodes are recorded fresh from seeds the training data never used
+(`HELDOUT_SEED`), so start points and seeds are unseen.
+
+Shape legend: t frames, n chunks, h w height/width, c channels.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from .camera import ACTION_FIELDS, invert_pose
+from .metrics import psnr, ssim
+from .pretrained import World, load_world
+
+HELDOUT_SEED = 1_000_000  # training recordings use seeds below this
+_YAW, _RIGHT = ACTION_FIELDS.index("yaw"), ACTION_FIELDS.index("right")
+
+
+# ----------------------------------------------------------------------------------------
+# Scores on uint8 frames
+# ----------------------------------------------------------------------------------------
+
+
+def _t(frames: np.ndarray) -> torch.Tensor:
+    return torch.from_numpy(np.ascontiguousarray(frames)).permute(0, 3, 1, 2).float() / 127.5 - 1
+
+
+def frame_psnr(pred: np.ndarray, true: np.ndarray) -> np.ndarray:
+    """PSNR (dB) per frame of uint8 (t, h, w, 3) frames."""
+    return psnr(_t(pred), _t(true)).reshape(-1).numpy()
+
+
+def frame_ssim(pred: np.ndarray, true: np.ndarray) -> np.ndarray:
+    return ssim(_t(pred), _t(true)).reshape(-1).numpy()
+
+
+def repeat_baseline(last: np.ndarray, t: int) -> np.ndarray:
+    return np.repeat(last[None], t, axis=0)
+
+
+def warp_baseline(episode, last: int, targets: range) -> np.ndarray:
+    """Frame `last` forward-warped into each target pose with its depth; holes keep it."""
+    from .memory.cache3d import warp_frame
+
+    out = []
+    for j in targets:
+        rgb, _, mask = warp_frame(episode.rgb[last], episode.depth[last], episode.c2w[last],
+                                  episode.c2w[j], episode.K[last], dst_K=episode.K[j], splat=1)
+        out.append(np.where(mask[..., None], rgb, episode.rgb[last]))
+    return np.stack(out)
+
+
+# ----------------------------------------------------------------------------------------
+# Generating from an episode
+# ----------------------------------------------------------------------------------------
+
+
+def mirror_controls(actions: np.ndarray, c2w: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Mirror left/right: negate yaw and strafe, reflect poses about the first camera's
+    vertical plane (x -> -x in its OpenCV frame), so the mirrored path is a valid path."""
+    a = actions.copy()
+    a[:, _YAW] *= -1
+    a[:, _RIGHT] *= -1
+    S = np.diag([-1.0, 1.0, 1.0, 1.0])
+    rel = invert_pose(c2w[0]) @ c2w  # (t, 4, 4) in the first camera's frame
+    return a, c2w[0] @ (S @ rel @ S)
+
+
+@torch.no_grad()
+def generate(world: World, episode, start: int, context: int, frames: int,
+             actions: np.ndarray | None = None, c2w: np.ndarray | None = None,
+             steps: int | None = None, seed: int = 0) -> np.ndarray:
+    """Frames [start + context, start + frames) generated from the true frames
+    [start, start + context), driven by the episode's (or the given) actions and poses."""
+    from .sampler import rollout
+
+    f = world.chunk_frames
+    s = slice(start, start + frames)
+    acts = episode.actions[s] if actions is None else actions
+    poses = episode.c2w[s] if c2w is None else c2w
+    caps = [episode.caption_at(start + k * f).caption() for k in range(frames // f)]
+    dev, cfg = world.device, world.config.sample
+    ctx = world.encode(episode.rgb[start:start + context])
+    lat = rollout(world.model, ctx, torch.as_tensor(acts, dtype=torch.float32, device=dev)[None],
+                  torch.as_tensor(poses, dtype=torch.float32, device=dev)[None],
+                  world.embed(caps), steps=steps or cfg.steps, solver=cfg.solver,
+                  guidance=cfg.guidance,
+                  generator=torch.Generator(device=dev).manual_seed(seed))
+    return world.decode(lat[:, context:])
+
+
+# ----------------------------------------------------------------------------------------
+# Protocols
+# ----------------------------------------------------------------------------------------
+
+
+def next_chunk(world: World, episodes, starts_per_episode: int = 4, seed: int = 0) -> dict:
+    """Teacher-forced next chunk after one true chunk, at several start points per episode."""
+    f = world.chunk_frames
+    model, repeat, warp, recon, ss = [], [], [], [], []
+    rng = np.random.default_rng(seed)
+    for ep in episodes:
+        last_start = (len(ep) - 2 * f) // f
+        for start in sorted(rng.choice(last_start + 1, min(starts_per_episode, last_start + 1),
+                                       replace=False) * f):
+            true = ep.rgb[start + f:start + 2 * f]
+            gen = generate(world, ep, start, f, 2 * f, seed=seed)
+            model.append(frame_psnr(gen, true).mean())
+            ss.append(frame_ssim(gen, true).mean())
+            repeat.append(frame_psnr(repeat_baseline(ep.rgb[start + f - 1], f), true).mean())
+            if ep.depth is not None:
+                warp.append(frame_psnr(warp_baseline(ep, start + f - 1,
+                                                     range(start + f, start + 2 * f)),
+                                       true).mean())
+            recon.append(frame_psnr(world.decode(world.encode(true)), true).mean())
+    return {"next_chunk_psnr": float(np.mean(model)), "next_chunk_ssim": float(np.mean(ss)),
+            "baseline_repeat_psnr": float(np.mean(repeat)),
+            "baseline_warp_psnr": float(np.mean(warp)) if warp else None,
+            "autoencoder_psnr": float(np.mean(recon)), "next_chunk_samples": len(model)}
+
+
+def drift(world: World, episodes, horizon: int = 32, seed: int = 0) -> dict:
+    """Open-loop rollout PSNR per step (true and mirrored controls) vs repeat-last."""
+    f = world.chunk_frames
+    curve, mirrored, repeat = [], [], []
+    for ep in episodes:
+        true = ep.rgb[f:f + horizon]
+        curve.append(frame_psnr(generate(world, ep, 0, f, f + horizon, seed=seed), true))
+        a, c = mirror_controls(ep.actions[:f + horizon], ep.c2w[:f + horizon])
+        mirrored.append(frame_psnr(generate(world, ep, 0, f, f + horizon, a, c, seed=seed),
+                                   true))
+        repeat.append(frame_psnr(repeat_baseline(ep.rgb[f - 1], horizon), true))
+    return {"rollout_psnr": np.mean(curve, 0).round(3).tolist(),
+            "baseline_repeat_rollout_psnr": np.mean(repeat, 0).round(3).tolist(),
+            "mirrored_actions_rollout_psnr": float(np.mean(mirrored)),
+            "rollout_psnr_mean": float(np.mean(curve)), "rollout_episodes": len(curve)}
+
+
+@torch.no_grad()
+def runtime(world: World, chunks: int = 50, steps: int | None = None) -> dict:
+    """Streaming speed with the KV cache: per-chunk latency (sample + decode + append)."""
+    from .sampler import sample_chunk
+
+    m, f, dev = world.model, world.chunk_frames, world.device
+    cfg = m.config
+    shape = (1, f, cfg.latent_channels, cfg.latent_size, cfg.latent_size)
+    acts = torch.zeros(1, f, cfg.action_width, device=dev)
+    poses = torch.eye(4, device=dev).expand(1, f, 4, 4).contiguous()
+    text = world.embed([("a DOOM level", "", "")])[:, 0]
+    cache, lat_ms = m.new_cache(1), []
+    g = torch.Generator(device=dev).manual_seed(0)
+    for _ in range(chunks):
+        t0 = time.perf_counter()
+        x = sample_chunk(m, cache, torch.randn(shape, generator=g, device=dev),
+                         steps or world.config.sample.steps, world.config.sample.solver,
+                         actions=acts, c2w=poses, text=text)
+        world.decode(x)
+        m.append_chunk(x, cache, actions=acts, c2w=poses, text=text)
+        if dev.type == "cuda":
+            torch.cuda.synchronize()
+        lat_ms.append(1000 * (time.perf_counter() - t0))
+    steady = float(np.median(lat_ms[2:]))
+    return {"chunk_latency_ms": steady, "fps": 1000 * f / steady,
+            "time_to_first_chunk_ms": lat_ms[0],
+            "cost_ratio_chunk50_chunk2": float(np.median(lat_ms[-3:]) / np.median(lat_ms[1:4])),
+            "latency_ms_per_chunk": np.round(lat_ms, 2).tolist()}
+
+
+# ----------------------------------------------------------------------------------------
+# The quick suite and the command line
+# ----------------------------------------------------------------------------------------
+
+
+def heldout_episodes(engine: str, n: int, frames: int, size: int, policy: str = "mix",
+                     seed: int = HELDOUT_SEED, **engine_opts) -> list:
+    """Fresh episodes from seeds the training recordings never use."""
+    from .recording import record_episode
+
+    return [record_episode(engine, seed + k, frames, size, policy, **engine_opts)
+            for k in range(n)]
+
+
+def quick_suite(world: World, episodes, horizon: int = 32, starts_per_episode: int = 4,
+                runtime_chunks: int = 50, progress=None) -> dict:
+    """All quick protocols on `episodes` (each at least one chunk + `horizon` frames)."""
+    result = {}
+    for name, fn in (("next_chunk", lambda: next_chunk(world, episodes, starts_per_episode)),
+                     ("drift", lambda: drift(world, episodes, horizon)),
+                     ("runtime", lambda: runtime(world, runtime_chunks))):
+        result.update(fn())
+        if progress is not None:
+            progress(name)
+    result["bars"] = {
+        "next_chunk_minus_repeat_db": result["next_chunk_psnr"] - result["baseline_repeat_psnr"],
+        "rollout_beats_repeat_every_step": bool(np.all(
+            np.array(result["rollout_psnr"]) > np.array(result["baseline_repeat_rollout_psnr"]))),
+        "mirrored_drop_db": result["rollout_psnr_mean"] - result["mirrored_actions_rollout_psnr"],
+    }
+    return result
+
+
+def print_quick(r: dict) -> None:
+    from .bench import print_table
+
+    rows = [{"protocol": "autoencoder reconstruction", "psnr_db": r["autoencoder_psnr"]},
+            {"protocol": "next chunk: model", "psnr_db": r["next_chunk_psnr"]},
+            {"protocol": "next chunk: repeat last frame", "psnr_db": r["baseline_repeat_psnr"]},
+            {"protocol": "next chunk: warp last frame", "psnr_db": r["baseline_warp_psnr"]
+             if r["baseline_warp_psnr"] is not None else "n/a"},
+            {"protocol": f"rollout {len(r['rollout_psnr'])} frames: model (mean)",
+             "psnr_db": r["rollout_psnr_mean"]},
+            {"protocol": "rollout: repeat last frame (mean)",
+             "psnr_db": float(np.mean(r["baseline_repeat_rollout_psnr"]))},
+            {"protocol": "rollout: mirrored controls (mean)",
+             "psnr_db": r["mirrored_actions_rollout_psnr"]}]
+    print_table(rows, "quick suite (PSNR against the engine's frames, held-out episodes)")
+    b = r["bars"]
+    print(f"bars: next chunk - repeat = {b['next_chunk_minus_repeat_db']:+.2f} dB (>= 2); "
+          f"rollout beats repeat at every step: {b['rollout_beats_repeat_every_step']}; "
+          f"mirrored controls cost {b['mirrored_drop_db']:+.2f} dB (>= 1)")
+    print(f"runtime: {r['fps']:.1f} frames/s, {r['chunk_latency_ms']:.1f} ms per chunk, "
+          f"chunk 50 / chunk 2 cost = {r['cost_ratio_chunk50_chunk2']:.2f}")
+
+
+def _cli(args) -> int:
+    from tqdm.auto import tqdm
+
+    from .bench import write_json
+
+    torch.set_num_threads(args.threads)
+    world = load_world(args.checkpoint, device=args.device, subfolder=args.weights)
+    engine = args.engine or world.config.data.engine
+    f = world.chunk_frames
+    episodes = heldout_episodes(engine, args.episodes, f * (1 + args.horizon // f) + f,
+                                world.size, seed=args.seed)
+    bar = tqdm(total=3, desc="quick suite", unit="protocol")
+    result = quick_suite(world, episodes, args.horizon, args.starts,
+                         progress=lambda name: (bar.set_postfix_str(name), bar.update()))
+    bar.close()
+    result.update(checkpoint=str(args.checkpoint), weights=args.weights, engine=engine,
+                  episodes={"count": len(episodes), "seeds": [args.seed, args.seed + len(episodes)],
+                            "frames": len(episodes[0]), "policy": "mix"},
+                  threads=args.threads, device=str(world.device))
+    print_quick(result)
+    print(f"wrote {write_json(Path(args.out) / f'{args.suite}.json', result)}")
+    return 0
+
+
+def configure_cli(parser) -> None:
+    from . import DATA, RUNS
+
+    parser.add_argument("--suite", default="quick", choices=["quick"])
+    parser.add_argument("--checkpoint", default=str(DATA / "checkpoints" / "doom64"))
+    parser.add_argument("--weights", default="world", help="subfolder: world | ema")
+    parser.add_argument("--engine", default=None, help="default: the engine it was trained on")
+    parser.add_argument("--episodes", type=int, default=8, help="held-out episodes")
+    parser.add_argument("--horizon", type=int, default=32, help="open-loop rollout frames")
+    parser.add_argument("--starts", type=int, default=4, help="next-chunk starts per episode")
+    parser.add_argument("--seed", type=int, default=HELDOUT_SEED)
+    parser.add_argument("--device", default="auto")
+    parser.add_argument("--threads", type=int, default=2, help="torch CPU threads")
+    parser.add_argument("--out", default=str(RUNS / "eval"))
+    parser.set_defaults(func=_cli)

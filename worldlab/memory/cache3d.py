@@ -1,0 +1,277 @@
+"""3D geometry of frames: forward/backward warps, reprojection error and a fused point cache.
+
+Everything here is plain numpy in worldlab's conventions (`worldlab.camera`): poses are
+camera-to-world with OpenCV camera axes, depth is metric z-depth with `inf` where nothing was
+hit, pixel centres sit at integer + 0.5.
+
+- `warp_frame`: forward warp (unproject every source pixel, move it to the target camera,
+  z-buffer so the nearest point wins). Leaves holes where the target sees more than the source.
+- `backward_warp`: pull colours for every target pixel whose depth is known; with the source
+  depth it also detects pixels hidden from the source (occlusion).
+- `reprojection_error`: how well two observations of an engine agree about the static world;
+  the geometry test every engine must pass.
+- `PointCache`: GEN3C-style memory: fuse RGB-D frames into voxel-deduplicated coloured points
+  and splat-render them into any camera with a coverage mask.
+
+Shape names: h w height width, n points.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .. import camera
+
+# ----------------------------------------------------------------------------------------
+# Validation: errors name the bad value and what was expected
+# ----------------------------------------------------------------------------------------
+
+
+def _check_rgb(name: str, rgb) -> np.ndarray:
+    rgb = np.asarray(rgb)
+    if rgb.ndim != 3 or rgb.shape[2] != 3 or rgb.dtype != np.uint8:
+        raise ValueError(f"{name} must be uint8 (h, w, 3), got {rgb.dtype} {rgb.shape}")
+    return rgb
+
+
+def _check_depth(name: str, depth, hw: tuple[int, int] | None = None) -> np.ndarray:
+    depth = np.asarray(depth)
+    if depth.ndim != 2 or not np.issubdtype(depth.dtype, np.floating):
+        raise ValueError(f"{name} must be a float (h, w) map, got {depth.dtype} {depth.shape}")
+    if hw is not None and depth.shape != hw:
+        raise ValueError(f"{name} must have shape {hw} to match the image, got {depth.shape}")
+    if np.isnan(depth).any():
+        raise ValueError(f"{name} contains NaN; expected metric z-depth with inf for misses")
+    return depth
+
+
+def _check_mask(name: str, mask, hw: tuple[int, int]) -> np.ndarray:
+    mask = np.asarray(mask)
+    if mask.shape != hw or mask.dtype != np.bool_:
+        raise ValueError(f"{name} must be a bool {hw} mask, got {mask.dtype} {mask.shape}")
+    return mask
+
+
+def _check_size(h: int, w: int) -> None:
+    for n, v in (("h", h), ("w", w)):
+        if not (isinstance(v, (int, np.integer)) and v > 0):
+            raise ValueError(f"{n} must be a positive integer, got {v!r}")
+
+
+def _check_splat(splat) -> int:
+    if not (isinstance(splat, (int, np.integer)) and 1 <= splat <= 15):
+        raise ValueError(f"splat must be an integer footprint in [1, 15] pixels, got {splat!r}")
+    return int(splat)
+
+
+# ----------------------------------------------------------------------------------------
+# Forward splatting with a z-buffer (shared by warp_frame and PointCache.render)
+# ----------------------------------------------------------------------------------------
+
+
+def splat_points(points: np.ndarray, colors: np.ndarray, c2w: np.ndarray, K: np.ndarray,
+                 h: int, w: int, splat: int = 1):
+    """Render coloured world points (n, 3) into a camera: the nearest point wins each pixel.
+
+    `splat` is the square footprint side in pixels: 1 paints only the pixel a point falls
+    in, s paints the s x s pixels whose centres are nearest to it (fills holes between
+    sparse points at the cost of fattening edges).
+    Returns rgb (h, w, 3) uint8, depth (h, w) float32 (inf where empty), mask (h, w) bool.
+    """
+    _check_size(h, w)
+    splat = _check_splat(splat)
+    rgb = np.zeros((h, w, 3), np.uint8)
+    depth = np.full((h, w), np.inf, np.float32)
+    if len(points) == 0:
+        return rgb, depth, np.zeros((h, w), bool)
+    uv, z = camera.project(points, K, c2w)  # (n, 2), (n,)
+    front = z > 1e-6
+    uv, z, colors = uv[front], z[front], colors[front]
+    # the s x s block of pixels whose centres are nearest: starts at floor(u - (s - 1) / 2)
+    start = np.floor(uv - (splat - 1) / 2).astype(np.int64)  # (n, 2)
+    offs = np.arange(splat)
+    du, dv = np.meshgrid(offs, offs, indexing="xy")
+    cols = (start[:, None, 0] + du.ravel()).ravel()  # (n * s * s,)
+    rows = (start[:, None, 1] + dv.ravel()).ravel()
+    zz = np.repeat(z, splat * splat)
+    src = np.repeat(np.arange(len(z)), splat * splat)
+    inside = (cols >= 0) & (cols < w) & (rows >= 0) & (rows < h)
+    flat, zz, src = rows[inside] * w + cols[inside], zz[inside], src[inside]
+    # z-buffer: sort by (pixel, depth); the first entry of each pixel is the nearest point
+    order = np.lexsort((zz, flat))
+    flat, zz, src = flat[order], zz[order], src[order]
+    first = np.ones(len(flat), bool)
+    first[1:] = flat[1:] != flat[:-1]
+    pix, src = flat[first], src[first]
+    rgb.reshape(-1, 3)[pix] = colors[src]
+    depth.reshape(-1)[pix] = zz[first]
+    mask = np.zeros(h * w, bool)
+    mask[pix] = True
+    return rgb, depth, mask.reshape(h, w)
+
+
+def _valid_points(depth: np.ndarray, K: np.ndarray, c2w: np.ndarray, keep=None):
+    """World points (n, 3) of pixels with finite positive depth, and their (n,) flat indices."""
+    ok = np.isfinite(depth) & (depth > 0)
+    if keep is not None:
+        ok &= keep
+    idx = np.flatnonzero(ok)
+    h, w = depth.shape
+    uv = camera.pixel_grid(h, w).reshape(-1, 2)[idx]
+    return camera.unproject(uv, depth.reshape(-1)[idx], K, c2w), idx
+
+
+# ----------------------------------------------------------------------------------------
+# Warps
+# ----------------------------------------------------------------------------------------
+
+
+def warp_frame(src_rgb, src_depth, src_c2w, dst_c2w, K, dst_K=None, splat: int = 1):
+    """Forward-warp a source RGB-D frame into the target camera (same image size).
+
+    Returns rgb (h, w, 3) uint8, depth (h, w) float32 z-depth in the target (inf where no
+    source point landed) and the coverage mask (h, w) bool.
+    """
+    src_rgb = _check_rgb("src_rgb", src_rgb)
+    h, w = src_rgb.shape[:2]
+    src_depth = _check_depth("src_depth", src_depth, (h, w))
+    K = camera.check_K(K)
+    dst_K = K if dst_K is None else camera.check_K(dst_K, "dst_K")
+    points, idx = _valid_points(src_depth, K, camera.check_c2w(src_c2w, "src_c2w"))
+    return splat_points(points, src_rgb.reshape(-1, 3)[idx],
+                        camera.check_c2w(dst_c2w, "dst_c2w"), dst_K, h, w, splat)
+
+
+def backward_warp(src_rgb, dst_depth, src_c2w, dst_c2w, K, src_depth=None,
+                  occlusion_tol: float = 0.05, src_K=None, interp: str = "nearest"):
+    """Pull source colours into the target camera using the target's own depth.
+
+    Every target pixel with finite depth is unprojected, projected into the source camera
+    (`src_K`, default `K`) and sampled there (`interp` "nearest" or "bilinear"). With
+    `src_depth`, a pixel whose source depth disagrees with its distance to the source camera
+    by more than `occlusion_tol` (relative) is hidden from the source and marked invalid.
+    Returns rgb (h, w, 3) uint8 and the valid mask (h, w) bool.
+    """
+    src_rgb = _check_rgb("src_rgb", src_rgb)
+    hs, ws = src_rgb.shape[:2]
+    dst_depth = _check_depth("dst_depth", dst_depth)
+    if interp not in ("nearest", "bilinear"):
+        raise ValueError(f"interp must be 'nearest' or 'bilinear', got {interp!r}")
+    if not (np.isfinite(occlusion_tol) and occlusion_tol > 0):
+        raise ValueError(f"occlusion_tol must be a positive relative tolerance, "
+                         f"got {occlusion_tol!r}")
+    K = camera.check_K(K)
+    src_K = K if src_K is None else camera.check_K(src_K, "src_K")
+    h, w = dst_depth.shape
+    points, idx = _valid_points(dst_depth, K, camera.check_c2w(dst_c2w, "dst_c2w"))
+    uv, z = camera.project(points, src_K, camera.check_c2w(src_c2w, "src_c2w"))  # (n, 2), (n,)
+    col, row = np.floor(uv[:, 0]).astype(np.int64), np.floor(uv[:, 1]).astype(np.int64)
+    ok = (z > 1e-6) & (col >= 0) & (col < ws) & (row >= 0) & (row < hs)
+    if src_depth is not None:
+        src_depth = _check_depth("src_depth", src_depth, (hs, ws))
+        d = src_depth[row.clip(0, hs - 1), col.clip(0, ws - 1)]
+        with np.errstate(invalid="ignore"):
+            ok &= np.abs(d - z) <= occlusion_tol * z
+    idx, uv, col, row = idx[ok], uv[ok], col[ok], row[ok]
+    out = np.zeros((h * w, 3), np.uint8)
+    out[idx] = (src_rgb[row, col] if interp == "nearest"
+                else _bilinear(src_rgb, uv))
+    mask = np.zeros(h * w, bool)
+    mask[idx] = True
+    return out.reshape(h, w, 3), mask.reshape(h, w)
+
+
+def _bilinear(img: np.ndarray, uv: np.ndarray) -> np.ndarray:
+    """Sample img (h, w, 3) at pixel positions uv (n, 2) with edge clamping -> (n, 3) uint8."""
+    h, w = img.shape[:2]
+    x, y = uv[:, 0] - 0.5, uv[:, 1] - 0.5  # to index space: pixel centres at integers
+    x0, y0 = np.floor(x).astype(np.int64), np.floor(y).astype(np.int64)
+    fx, fy = (x - x0)[:, None], (y - y0)[:, None]
+    xa, xb = x0.clip(0, w - 1), (x0 + 1).clip(0, w - 1)
+    ya, yb = y0.clip(0, h - 1), (y0 + 1).clip(0, h - 1)
+    f = img.astype(np.float64)
+    top = f[ya, xa] * (1 - fx) + f[ya, xb] * fx
+    bot = f[yb, xa] * (1 - fx) + f[yb, xb] * fx
+    return np.round(top * (1 - fy) + bot * fy).clip(0, 255).astype(np.uint8)
+
+
+def reprojection_error(obs_i, obs_j, exclude=None, occlusion_tol: float = 0.05) -> dict:
+    """Colour disagreement between observation i and observation j warped into i.
+
+    Per pixel: mean over channels of |rgb_i - warp(rgb_j)| in 0-255 units, over pixels
+    co-visible in both (finite depth in i, inside j and not occluded there) and not in
+    `exclude` (h, w) bool, e.g. characters. Returns median, p90 and `covisible`, the
+    fraction of frame i's pixels that were compared (median/p90 are nan when none were).
+    """
+    h, w = obs_i.depth.shape
+    warped, mask = backward_warp(obs_j.rgb, obs_i.depth, obs_j.c2w, obs_i.c2w, obs_i.K,
+                                 src_depth=obs_j.depth, occlusion_tol=occlusion_tol,
+                                 src_K=obs_j.K)
+    if exclude is not None:
+        mask &= ~_check_mask("exclude", exclude, (h, w))
+    err = np.abs(obs_i.rgb.astype(np.int16) - warped.astype(np.int16)).mean(-1)[mask]  # (n,)
+    if err.size == 0:
+        return {"median": float("nan"), "p90": float("nan"), "covisible": 0.0}
+    return {"median": float(np.median(err)), "p90": float(np.percentile(err, 90)),
+            "covisible": float(mask.mean())}
+
+
+# ----------------------------------------------------------------------------------------
+# The point cache
+# ----------------------------------------------------------------------------------------
+
+_KEY_BITS = 21  # per axis: +-2^20 voxels (+-52 km at 5 cm) packed into one int64
+_KEY_HALF = 1 << (_KEY_BITS - 1)
+
+
+class PointCache:
+    """Coloured 3D points fused from RGB-D frames, one point per `voxel`-metre cell.
+
+    A new observation of an occupied voxel replaces the old point and colour (last wins),
+    so fusing the same frame twice leaves the cache unchanged (conservation) and the cache
+    follows a world that changes. `render` splats the points into any camera.
+    """
+
+    def __init__(self, voxel: float = 0.05):
+        if not (isinstance(voxel, (int, float)) and np.isfinite(voxel) and voxel > 0):
+            raise ValueError(f"voxel must be a positive size in metres, got {voxel!r}")
+        self.voxel = float(voxel)
+        self.points = np.zeros((0, 3), np.float64)  # (n, 3) world metres
+        self.colors = np.zeros((0, 3), np.uint8)  # (n, 3)
+        self._keys = np.zeros(0, np.int64)  # (n,) packed voxel index, sorted
+
+    def __len__(self) -> int:
+        return len(self.points)
+
+    def _pack(self, points: np.ndarray) -> np.ndarray:
+        cell = np.floor(points / self.voxel).astype(np.int64) + _KEY_HALF  # (n, 3)
+        if cell.size and (cell.min() < 0 or cell.max() >= 2 * _KEY_HALF):
+            far = np.abs(points).max()
+            raise ValueError(f"points up to {far:.3g} m away exceed the cache's range of "
+                             f"{_KEY_HALF * self.voxel:.3g} m at voxel {self.voxel} m")
+        return (cell[:, 0] << (2 * _KEY_BITS)) | (cell[:, 1] << _KEY_BITS) | cell[:, 2]
+
+    def fuse(self, rgb, depth, c2w, K, mask=None) -> int:
+        """Add the pixels of an RGB-D frame with finite depth (and `mask`, if given).
+
+        Returns the number of points added (new voxels); refreshed voxels are not counted.
+        """
+        rgb = _check_rgb("rgb", rgb)
+        hw = rgb.shape[:2]
+        depth = _check_depth("depth", depth, hw)
+        keep = None if mask is None else _check_mask("mask", mask, hw)
+        points, idx = _valid_points(depth, camera.check_K(K), camera.check_c2w(c2w), keep)
+        before = len(self)
+        # old points first, new after: keeping the last occurrence of each key lets new win
+        keys = np.concatenate([self._keys, self._pack(points)])
+        pts = np.concatenate([self.points, points])
+        cols = np.concatenate([self.colors, rgb.reshape(-1, 3)[idx]])
+        rev_keys, rev_first = np.unique(keys[::-1], return_index=True)
+        last = len(keys) - 1 - rev_first  # index of the last occurrence of each sorted key
+        self._keys, self.points, self.colors = rev_keys, pts[last], cols[last]
+        return len(self) - before
+
+    def render(self, c2w, K, h: int, w: int, splat: int = 1):
+        """Splat the cache into a camera: rgb (h, w, 3) uint8, depth (h, w) float32, mask."""
+        return splat_points(self.points, self.colors, camera.check_c2w(c2w),
+                            camera.check_K(K), h, w, splat)

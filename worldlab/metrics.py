@@ -1,0 +1,80 @@
+"""Image-quality metrics on batches of frames: PSNR and SSIM, in plain torch.
+
+Both take two tensors of the same shape (..., c, h, w) and return one score per image,
+shape (...). Images inside models are float in [-1, 1], so `data_range` defaults to 2.0;
+pass `data_range=255.0` for uint8-valued images or 1.0 for [0, 1].
+
+SSIM follows Wang et al. 2004 ("Image quality assessment: from error visibility to
+structural similarity"): an 11x11 Gaussian window with sigma 1.5, K1 = 0.01, K2 = 0.03,
+statistics per channel over 'valid' window positions (no padding), averaged over channels
+and positions. This is the convention of the reference MATLAB code and of pytorch-msssim.
+
+Shape names: c channels, h w height width.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+
+SSIM_WINDOW = 11
+SSIM_SIGMA = 1.5
+SSIM_K1, SSIM_K2 = 0.01, 0.03
+
+
+def _check_pair(x: torch.Tensor, y: torch.Tensor) -> None:
+    if x.shape != y.shape:
+        raise ValueError(f"images must have the same shape, got {tuple(x.shape)} and "
+                         f"{tuple(y.shape)}")
+    if x.dim() < 3:
+        raise ValueError(f"images must have shape (..., c, h, w), got {tuple(x.shape)}")
+
+
+def psnr(x: torch.Tensor, y: torch.Tensor, data_range: float = 2.0) -> torch.Tensor:
+    """Peak signal-to-noise ratio in dB per image: 10 log10(range^2 / MSE); (..., c, h, w) -> (...).
+
+    Identical images give +inf.
+    """
+    _check_pair(x, y)
+    mse = (x.double() - y.double()).pow(2).flatten(-3).mean(-1)  # (...)
+    return (10.0 * torch.log10(data_range ** 2 / mse)).to(torch.float32)
+
+
+def gaussian_window(size: int = SSIM_WINDOW, sigma: float = SSIM_SIGMA,
+                    dtype: torch.dtype = torch.float64) -> torch.Tensor:
+    """1-D Gaussian weights of length `size`, summing to 1; the 2-D window is its outer product."""
+    if size < 1 or size % 2 == 0:
+        raise ValueError(f"window size must be a positive odd integer, got {size}")
+    r = torch.arange(size, dtype=dtype) - (size - 1) / 2
+    g = torch.exp(-(r ** 2) / (2 * sigma ** 2))
+    return g / g.sum()
+
+
+def _blur(x: torch.Tensor, g: torch.Tensor) -> torch.Tensor:
+    """Separable 'valid' Gaussian filter of every channel: (m, 1, h, w) -> (m, 1, h', w')."""
+    x = F.conv2d(x, g.view(1, 1, -1, 1))  # along h
+    return F.conv2d(x, g.view(1, 1, 1, -1))  # along w
+
+
+def ssim(x: torch.Tensor, y: torch.Tensor, data_range: float = 2.0,
+         window: int = SSIM_WINDOW, sigma: float = SSIM_SIGMA) -> torch.Tensor:
+    """Structural similarity per image, in [-1, 1] (1 = identical); (..., c, h, w) -> (...)."""
+    _check_pair(x, y)
+    *lead, c, h, w = x.shape
+    if h < window or w < window:
+        raise ValueError(f"images of {h}x{w} are smaller than the {window}x{window} SSIM "
+                         f"window; pass a smaller odd `window`")
+    g = gaussian_window(window, sigma).to(x.device)
+    # every (image, channel) becomes one single-channel map: (m, 1, h, w), m = prod(lead) * c
+    xs = x.double().reshape(-1, 1, h, w)
+    ys = y.double().reshape(-1, 1, h, w)
+    mu_x, mu_y = _blur(xs, g), _blur(ys, g)  # (m, 1, h', w')
+    var_x = _blur(xs * xs, g) - mu_x ** 2
+    var_y = _blur(ys * ys, g) - mu_y ** 2
+    cov = _blur(xs * ys, g) - mu_x * mu_y
+    c1 = (SSIM_K1 * data_range) ** 2  # keeps the ratios finite on flat, dark regions
+    c2 = (SSIM_K2 * data_range) ** 2
+    lum = (2 * mu_x * mu_y + c1) / (mu_x ** 2 + mu_y ** 2 + c1)
+    struct = (2 * cov + c2) / (var_x + var_y + c2)
+    per_map = (lum * struct).flatten(1).mean(1)  # (m,)
+    return per_map.view(*lead, c).mean(-1).to(torch.float32)  # (...)

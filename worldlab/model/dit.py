@@ -1,0 +1,466 @@
+"""The world model: a chunk-causal diffusion transformer over latent patches, with a KV cache.
+
+Reading order: rotary positions -> attention -> block -> the model (full pass, then
+streaming). The model predicts the rectified-flow velocity v = noise - x0 of latents
+x_t = (1 - t) x0 + t noise (t = 0 clean, t = 1 noise); the sampling loop lives apart, in
+`worldlab.sampler`.
+
+Attention is bidirectional inside a chunk and causal across chunks, over a window of
+`window_chunks` earlier chunks. The full pass applies exactly that window in its mask, so
+generating chunk by chunk with the KV cache (`append_chunk` / `forward_chunk`) gives the same
+numbers as one full pass; the tests hold the two to 1e-5.
+
+Shape legend: b batch, t frames, n chunks, f frames per chunk, c latent channels,
+h w latent height/width, l tokens per frame, L tokens in a sequence, m memory tokens,
+d width, a action width, k text tokens, e text dim.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+from diffusers import ConfigMixin, ModelMixin
+from diffusers.configuration_utils import register_to_config
+from einops import rearrange
+
+from . import conditioning as cond
+from ..config import ModelConfig
+
+CONTROLS = ("pose", "action", "both")
+ROPE_BASE = 10_000.0
+
+# ----------------------------------------------------------------------------------------
+# 3D rotary positions: (frame, row, col)
+# ----------------------------------------------------------------------------------------
+
+
+def rope_dims(head_dim: int) -> tuple[int, int, int]:
+    """Split a head's channels over (frame, row, col); each part even (rotations act on pairs)."""
+    spatial = 2 * (head_dim // 6)
+    return head_dim - 2 * spatial, spatial, spatial
+
+
+def rope_angles(pos: torch.Tensor, head_dim: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """Positions (L, 3) -> (cos, sin) each (L, head_dim / 2). Position 0 is the identity."""
+    parts = []
+    for axis, dim in enumerate(rope_dims(head_dim)):
+        freqs = ROPE_BASE ** (-torch.arange(0, dim, 2, device=pos.device) / dim)  # (dim/2,)
+        parts.append(pos[:, axis, None].float() * freqs)
+    angles = torch.cat(parts, dim=-1)  # (L, head_dim/2)
+    return angles.cos(), angles.sin()
+
+
+def apply_rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+    """Rotate channel pairs of x (b, heads, L, hd) by the angles of its token positions."""
+    x1, x2 = x[..., 0::2], x[..., 1::2]  # (b, heads, L, hd/2)
+    return torch.stack([x1 * cos - x2 * sin, x1 * sin + x2 * cos], dim=-1).flatten(-2)
+
+
+# ----------------------------------------------------------------------------------------
+# Attention and the transformer block
+# ----------------------------------------------------------------------------------------
+
+
+class SelfAttention(nn.Module):
+    """Multi-head self-attention with RoPE and q/k RMS norm, that can attend to cached K/V."""
+
+    def __init__(self, d: int, heads: int):
+        super().__init__()
+        self.heads = heads
+        self.qkv = nn.Linear(d, 3 * d)
+        self.q_norm = nn.RMSNorm(d // heads, eps=1e-6)  # keeps logits bounded at any length
+        self.k_norm = nn.RMSNorm(d // heads, eps=1e-6)
+        self.out = nn.Linear(d, d)
+
+    def forward(self, x, rope, mask, past=None, n_memory=0):
+        """x (b, L, d) whose first `n_memory` tokens are memory; past = cached (K, V) or None.
+
+        Keys are ordered [memory, past, own tokens]; `mask` (L, keys) matches that order.
+        Returns the output (b, L, d) and this call's own non-memory (K, V), for the cache.
+        """
+        b, L, d = x.shape
+        q, k, v = rearrange(self.qkv(x), "b L (three h hd) -> three b h L hd", three=3,
+                            h=self.heads)
+        q = apply_rope(self.q_norm(q), *rope)
+        k = apply_rope(self.k_norm(k), *rope)  # (b, h, L, hd)
+        own = (k[:, :, n_memory:], v[:, :, n_memory:])
+        if past is not None:
+            k = torch.cat([k[:, :, :n_memory], past[0], own[0]], dim=2)  # (b, h, keys, hd)
+            v = torch.cat([v[:, :, :n_memory], past[1], own[1]], dim=2)
+        y = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)  # (b, h, L, hd)
+        return self.out(rearrange(y, "b h L hd -> b L (h hd)")), own
+
+
+class CrossAttention(nn.Module):
+    """Frame tokens of each chunk attend to that chunk's caption tokens only."""
+
+    def __init__(self, d: int, heads: int):
+        super().__init__()
+        self.heads = heads
+        self.q = nn.Linear(d, d)
+        self.kv = nn.Linear(d, 2 * d)
+        self.out = nn.Linear(d, d)
+
+    def forward(self, x: torch.Tensor, text: torch.Tensor) -> torch.Tensor:
+        """x (b, n, L, d) chunk tokens, text (b, n, k, d) -> (b, n, L, d)."""
+        b, n = x.shape[:2]
+        q = rearrange(self.q(x), "b n L (h hd) -> (b n) h L hd", h=self.heads)
+        k, v = rearrange(self.kv(text), "b n k (two h hd) -> two (b n) h k hd", two=2,
+                         h=self.heads)
+        y = F.scaled_dot_product_attention(q, k, v)  # (b n, h, L, hd)
+        return self.out(rearrange(y, "(b n) h L hd -> b n L (h hd)", b=b))
+
+
+def modulate(x: torch.Tensor, shift: torch.Tensor, scale: torch.Tensor) -> torch.Tensor:
+    return x * (1 + scale) + shift
+
+
+class Block(nn.Module):
+    """AdaLN-zero DiT block: self-attention, per-chunk text cross-attention, MLP.
+
+    The modulation (shift, scale, gate for attention and MLP) comes per token from the
+    conditioning vector; its projection starts at zero, so a fresh block is the identity.
+    """
+
+    def __init__(self, d: int, heads: int, mlp_ratio: float):
+        super().__init__()
+        self.norm1 = nn.LayerNorm(d, elementwise_affine=False, eps=1e-6)
+        self.attn = SelfAttention(d, heads)
+        self.norm_text = nn.LayerNorm(d, eps=1e-6)
+        self.cross = CrossAttention(d, heads)
+        self.norm2 = nn.LayerNorm(d, elementwise_affine=False, eps=1e-6)
+        hidden = int(d * mlp_ratio)
+        self.mlp = nn.Sequential(nn.Linear(d, hidden), nn.GELU(approximate="tanh"),
+                                 nn.Linear(hidden, d))
+        self.ada = nn.Sequential(nn.SiLU(), nn.Linear(d, 6 * d))
+        nn.init.zeros_(self.ada[1].weight)
+        nn.init.zeros_(self.ada[1].bias)
+
+    def forward(self, x, mod, text, rope, mask, past=None, n_memory=0):
+        """x (b, m + n f l, d); mod = self.ada(conditioning) per token (b, m + n f l, 6 d);
+        text (b, n, k, d). Returns x and this call's (K, V)."""
+        s1, sc1, g1, s2, sc2, g2 = mod.chunk(6, dim=-1)  # each (b, L, d)
+        y, kv = self.attn(modulate(self.norm1(x), s1, sc1), rope, mask, past, n_memory)
+        x = x + g1 * y
+        mem, frames = x[:, :n_memory], x[:, n_memory:]  # memory does not read the text
+        n = text.shape[1]
+        chunks = rearrange(frames, "b (n L) d -> b n L d", n=n)
+        chunks = chunks + self.cross(self.norm_text(chunks), text)
+        x = torch.cat([mem, rearrange(chunks, "b n L d -> b (n L) d")], dim=1)
+        x = x + g2 * self.mlp(modulate(self.norm2(x), s2, sc2))
+        return x, kv
+
+
+# ----------------------------------------------------------------------------------------
+# The KV cache of a streaming session
+# ----------------------------------------------------------------------------------------
+
+
+@dataclass
+class KVCache:
+    """Per-layer keys/values of the last `window_chunks` clean chunks, plus what a new chunk
+    needs to continue the sequence: how many chunks came before (its absolute frame index
+    for RoPE) and the last camera pose (its first frame's relative pose)."""
+
+    batch_size: int
+    keys: list  # per layer: (b, heads, cached tokens, hd) or None while empty
+    values: list
+    chunks: int = 0  # chunks appended so far, evicted ones included
+    last_pose: torch.Tensor | None = None  # (b, 4, 4) float64
+
+    def past(self, layer: int):
+        return None if self.keys[layer] is None else (self.keys[layer], self.values[layer])
+
+
+# ----------------------------------------------------------------------------------------
+# Masks and per-token conditioning
+# ----------------------------------------------------------------------------------------
+
+
+def block_causal_mask(n: int, chunk_tokens: int, window: int, n_memory: int,
+                      device=None) -> torch.Tensor:
+    """(L, L) bool, True = may attend, for [memory, chunk 0, ..., chunk n-1] tokens.
+
+    Chunk i sees chunks i - window .. i (itself bidirectionally) and all memory tokens;
+    memory tokens see only memory (they are context, never conditioned on the clip).
+    """
+    ids = torch.cat([torch.full((n_memory,), -1, device=device),
+                     torch.arange(n, device=device).repeat_interleave(chunk_tokens)])
+    q, k = ids[:, None], ids[None, :]
+    in_window = (q >= 0) & (k >= 0) & (k <= q) & (k >= q - window)
+    return in_window | (k < 0)
+
+
+def per_token(fn, c_frames: torch.Tensor, c_memory: torch.Tensor | None, l: int):
+    """Apply `fn` to per-frame (b, t, d) and memory (b, m, d) conditioning, then spread the
+    frame result over its l tokens: (b, m + t l, d'). Cheaper than projecting every token."""
+    out = fn(c_frames).repeat_interleave(l, dim=1)
+    return out if c_memory is None else torch.cat([fn(c_memory), out], dim=1)
+
+
+# ----------------------------------------------------------------------------------------
+# The world model
+# ----------------------------------------------------------------------------------------
+
+
+class WorldModel(ModelMixin, ConfigMixin):
+    """Chunk-causal DiT: noisy latent chunks + time + camera/action + text -> velocity.
+
+    `forward` runs a whole clip (training); `new_cache` / `forward_chunk` / `append_chunk`
+    run it chunk by chunk with a KV cache (sampling), with the same numbers.
+    """
+
+    config_name = "config.json"
+
+    @register_to_config
+    def __init__(self, latent_channels: int, latent_size: int, width: int, depth: int,
+                 heads: int, patch_size: int = 1, chunk_frames: int = 4,
+                 window_chunks: int = 8, control: str = "both", action_width: int = 7,
+                 text_dim: int = 384, text_tokens: int = 3, memory_tokens: int = 0,
+                 cache_latent: bool = False, mlp_ratio: float = 4.0):
+        super().__init__()
+        _check_architecture(latent_size, width, heads, patch_size, chunk_frames,
+                            window_chunks, control, action_width)
+        d, p = width, patch_size
+        self.grid = latent_size // p  # tokens per side
+        in_channels = latent_channels + (latent_channels + 1 if cache_latent else 0)
+        self.patch_in = nn.Linear(in_channels * p * p, d)
+        self.time_embed = cond.TimestepEmbedder(d)
+        self.pose_embed = cond.PoseEmbedder(d) if control in ("pose", "both") else None
+        self.action_embed = (cond.ActionEmbedder(d, action_width)
+                             if control in ("action", "both") else None)
+        self.text_embed = cond.TextEmbedder(d, text_dim, text_tokens)
+        if memory_tokens > 0:
+            self.memory_in = nn.Linear(d, d)
+            self.memory_cond = nn.Parameter(torch.zeros(d))  # memory's own modulation input
+        self.blocks = nn.ModuleList(Block(d, heads, mlp_ratio) for _ in range(depth))
+        self.final_norm = nn.LayerNorm(d, elementwise_affine=False, eps=1e-6)
+        self.final_ada = nn.Sequential(nn.SiLU(), nn.Linear(d, 2 * d))
+        self.patch_out = nn.Linear(d, p * p * latent_channels)
+        for layer in (self.final_ada[1], self.patch_out):  # zero init: v = 0 at the start
+            nn.init.zeros_(layer.weight)
+            nn.init.zeros_(layer.bias)
+
+    @classmethod
+    def from_config_dataclass(cls, model_cfg: ModelConfig, latent_channels: int,
+                              latent_size: int) -> "WorldModel":
+        return cls(latent_channels=latent_channels, latent_size=latent_size,
+                   **dataclasses.asdict(model_cfg))
+
+    @classmethod
+    def from_checkpoint(cls, path, model_cfg: ModelConfig | None = None,
+                        latent_channels: int | None = None, latent_size: int | None = None
+                        ) -> "WorldModel":
+        """Load a save_pretrained directory (safetensors only), checking its config first
+        against what the caller expects; a mismatch raises ValueError naming the field."""
+        found = cls.load_config(str(path))
+        expected = dataclasses.asdict(model_cfg) if model_cfg is not None else {}
+        expected.update({k: v for k, v in (("latent_channels", latent_channels),
+                                           ("latent_size", latent_size)) if v is not None})
+        for key, want in expected.items():
+            if found.get(key) != want:
+                raise ValueError(f"checkpoint {Path(path)} has {key}={found.get(key)!r}; "
+                                 f"expected {key}={want!r}")
+        return cls.from_pretrained(str(path), use_safetensors=True)
+
+    # ---- shared pieces ------------------------------------------------------------------
+
+    def _tokens(self, x: torch.Tensor, cache_latent: torch.Tensor | None) -> torch.Tensor:
+        """Latents (b, t, c, h, w) [+ cache latent (b, t, c+1, h, w)] -> (b, t l, d)."""
+        if cache_latent is not None:
+            x = torch.cat([x, cache_latent.to(x.dtype)], dim=2)
+        p = self.config.patch_size
+        x = rearrange(x, "b t c (gh p) (gw q) -> b (t gh gw) (c p q)", p=p, q=p)
+        return self.patch_in(x)
+
+    def _frame_cond(self, t_frames, actions, c2w, previous_pose) -> torch.Tensor:
+        """Per-frame AdaLN input (b, t, d): time + the embeddings `control` selects."""
+        c = self.time_embed(t_frames)  # (b, t, d)
+        if self.pose_embed is not None:
+            c = c + self.pose_embed(cond.relative_pose_features(c2w, previous_pose))
+        if self.action_embed is not None:
+            c = c + self.action_embed(actions)
+        return c
+
+    def _trunk(self, tokens, c_frames, text, memory, first_frame, mask, past=None):
+        """Run the blocks. tokens (b, t l, d), c_frames (b, t, d), text (b, n, k, d),
+        memory (b, m, d) or None, past = cache or None. Returns v (b, t, c, h, w), K/V."""
+        b, l = tokens.shape[0], self.grid ** 2
+        frames = tokens.shape[1] // l
+        c_memory, m = None, 0
+        if memory is not None:
+            m = memory.shape[1]
+            tokens = torch.cat([self.memory_in(memory.to(tokens.dtype)), tokens], dim=1)
+            c_memory = self.memory_cond.expand(b, m, -1)
+        pos = _positions(first_frame, frames, self.grid, m, tokens.device)
+        rope = rope_angles(pos, self.config.width // self.config.heads)
+        x, kvs = tokens, []
+        for i, block in enumerate(self.blocks):
+            mod = per_token(block.ada, c_frames, c_memory, l)
+            x, kv = block(x, mod, text, rope, mask, None if past is None else past.past(i), m)
+            kvs.append(kv)
+        shift, scale = per_token(self.final_ada, c_frames, None, l).chunk(2, dim=-1)
+        out = self.patch_out(modulate(self.final_norm(x[:, m:]), shift, scale))
+        p = self.config.patch_size
+        v = rearrange(out, "b (t gh gw) (c p q) -> b t c (gh p) (gw q)", t=frames,
+                      gh=self.grid, p=p, q=p)
+        return v, kvs
+
+    # ---- full pass (training) -----------------------------------------------------------
+
+    def forward(self, x, t, actions=None, c2w=None, text=None, text_drop=None, memory=None,
+                cache_latent=None) -> torch.Tensor:
+        """Velocity (b, t, c, h, w) for noisy latents x (b, t, c, h, w) at flow times
+        t (b, n), one per chunk; actions (b, t, a), c2w (b, t, 4, 4) absolute poses,
+        text (b, n, k, e) captions, text_drop (b, n) bool, memory (b, m, d),
+        cache_latent (b, t, c+1, h, w)."""
+        b, frames = self._check_inputs(x, actions, c2w, memory, cache_latent)
+        f = self.config.chunk_frames
+        n = frames // f
+        cond.check_time(t, (b, n))
+        cond.check_text(text, text_drop, b, n, self.config.text_tokens, self.config.text_dim)
+        c_frames = self._frame_cond(t.repeat_interleave(f, dim=1), actions, c2w, None)
+        m = 0 if memory is None else memory.shape[1]
+        mask = block_causal_mask(n, f * self.grid ** 2, self.config.window_chunks, m,
+                                 x.device)
+        v, _ = self._trunk(self._tokens(x, cache_latent), c_frames,
+                           self.text_embed(text, text_drop, b, n), memory, 0, mask)
+        return v
+
+    # ---- streaming (sampling) -----------------------------------------------------------
+
+    def new_cache(self, batch_size: int) -> KVCache:
+        if not (isinstance(batch_size, int) and batch_size > 0):
+            raise ValueError(f"batch_size must be a positive int, got {batch_size!r}")
+        depth = self.config.depth
+        return KVCache(batch_size, [None] * depth, [None] * depth)
+
+    def _chunk(self, x, t, cache, actions, c2w, text, text_drop, memory, cache_latent):
+        """One chunk x (b, f, c, h, w) at time t (b,) against the cache: (v, K/V)."""
+        b, frames = self._check_inputs(x, actions, c2w, memory, cache_latent)
+        if frames != self.config.chunk_frames or b != cache.batch_size:
+            raise ValueError(f"a chunk must have shape (b={cache.batch_size}, "
+                             f"f={self.config.chunk_frames}, c, h, w); got {tuple(x.shape)}")
+        cond.check_time(t, (b,), "(b,) flow time of the chunk")
+        text = None if text is None else text[:, None]  # (b, 1, k, e)
+        drop = None if text_drop is None else text_drop[:, None]  # (b, 1)
+        cond.check_text(text, drop, b, 1, self.config.text_tokens, self.config.text_dim)
+        if self.pose_embed is not None and cache.chunks > 0 and cache.last_pose is None:
+            raise ValueError("cache has no last pose: append_chunk was called without c2w")
+        t_frames = t[:, None].expand(b, frames)
+        c_frames = self._frame_cond(t_frames, actions, c2w, cache.last_pose)
+        mask = None  # the cache holds only the window, and a chunk sees itself in full
+        if memory is not None:
+            m, past = memory.shape[1], 0 if cache.keys[0] is None else cache.keys[0].shape[2]
+            own = frames * self.grid ** 2
+            mask = torch.ones(m + own, m + past + own, dtype=torch.bool, device=x.device)
+            mask[:m, m:] = False  # memory reads only memory, as in the full pass
+        return self._trunk(self._tokens(x, cache_latent), c_frames,
+                           self.text_embed(text, drop, b, 1), memory,
+                           cache.chunks * frames, mask, past=cache)
+
+    def forward_chunk(self, x, t, cache: KVCache, actions=None, c2w=None, text=None,
+                      text_drop=None, memory=None, cache_latent=None) -> torch.Tensor:
+        """Velocity (b, f, c, h, w) of the next chunk x at time t (b,), attending to the
+        cached context; text (b, k, e), text_drop (b,). The cache is not modified."""
+        v, _ = self._chunk(x, t, cache, actions, c2w, text, text_drop, memory, cache_latent)
+        return v
+
+    def append_chunk(self, x_clean, cache: KVCache, actions=None, c2w=None, text=None,
+                     text_drop=None, memory=None, cache_latent=None) -> None:
+        """Run the clean chunk (b, f, c, h, w) at t = 0 and append its K/V to the cache,
+        evicting chunks beyond `window_chunks` so the cost per chunk stays flat."""
+        t = torch.zeros(x_clean.shape[0], device=x_clean.device, dtype=x_clean.dtype)
+        _, kvs = self._chunk(x_clean, t, cache, actions, c2w, text, text_drop, memory,
+                             cache_latent)
+        keep = self.config.window_chunks * self.config.chunk_frames * self.grid ** 2
+        for i, (k, v) in enumerate(kvs):
+            # torch.cat makes new tensors: earlier K/V are never written to
+            if cache.keys[i] is not None:
+                k, v = torch.cat([cache.keys[i], k], dim=2), torch.cat([cache.values[i], v], 2)
+            cache.keys[i], cache.values[i] = k[:, :, -keep:], v[:, :, -keep:]
+        cache.chunks += 1
+        if c2w is not None:
+            cache.last_pose = c2w[:, -1].double()
+
+    # ---- validation -----------------------------------------------------------------------
+
+    def _check_inputs(self, x, actions, c2w, memory, cache_latent) -> tuple[int, int]:
+        """Check latents and the conditioning `control` needs; return (b, frames)."""
+        cfg = self.config
+        b, frames = _check_latents("x", x, cfg.latent_channels, cfg.latent_size,
+                                   cfg.chunk_frames)
+        if self.action_embed is not None:
+            if actions is None:
+                raise ValueError(f"actions (b, t, a) are required with control={cfg.control!r}")
+            cond.check_actions(actions, b, frames, cfg.action_width)
+        if self.pose_embed is not None:
+            if c2w is None:
+                raise ValueError(f"c2w (b, t, 4, 4) is required with control={cfg.control!r}")
+            cond.check_c2w(c2w, b, frames)
+        if memory is not None:
+            if not (isinstance(memory, torch.Tensor) and memory.ndim == 3
+                    and memory.shape[0] == b and 0 < memory.shape[1] <= cfg.memory_tokens
+                    and memory.shape[2] == cfg.width):
+                raise ValueError(f"memory must be (b={b}, m, d={cfg.width}) with "
+                                 f"1 <= m <= memory_tokens={cfg.memory_tokens}; got "
+                                 f"{getattr(memory, 'shape', memory)}")
+        if cfg.cache_latent != (cache_latent is not None):
+            raise ValueError(f"cache_latent must be {'given' if cfg.cache_latent else 'None'} "
+                             f"when the model has cache_latent={cfg.cache_latent}")
+        if cache_latent is not None:
+            cond._check_tensor("cache_latent", cache_latent,
+                               (b, frames, cfg.latent_channels + 1, cfg.latent_size,
+                                cfg.latent_size), "(b, t, c+1, h, w) cache latent + coverage")
+        return b, frames
+
+
+def _positions(first_frame: int, frames: int, grid: int, n_memory: int, device):
+    """(m + t l, 3) RoPE positions (frame, row, col); memory sits at the origin (no
+    rotation), frames count from the clip's absolute first frame."""
+    f, r, c = torch.meshgrid(torch.arange(first_frame, first_frame + frames, device=device),
+                             torch.arange(grid, device=device),
+                             torch.arange(grid, device=device), indexing="ij")
+    pos = torch.stack([f, r, c], dim=-1).reshape(-1, 3)
+    return torch.cat([torch.zeros(n_memory, 3, dtype=pos.dtype, device=device), pos])
+
+
+def _check_latents(name, x, channels, size, chunk_frames) -> tuple[int, int]:
+    if not isinstance(x, torch.Tensor) or x.ndim != 5:
+        raise ValueError(f"{name} must be a (b, t, c, h, w) tensor, got "
+                         f"{getattr(x, 'shape', type(x).__name__)}")
+    b, frames, c, h, w = x.shape
+    if c != channels:
+        raise ValueError(f"{name} has {c} channels; expected latent_channels={channels}")
+    if (h, w) != (size, size):
+        raise ValueError(f"{name} has latent size {h}x{w}; expected latent_size={size} "
+                         f"({size}x{size})")
+    if frames == 0 or frames % chunk_frames:
+        raise ValueError(f"{name} has {frames} frames; expected a positive multiple of "
+                         f"chunk_frames={chunk_frames}")
+    if not bool(torch.isfinite(x).all()):
+        raise ValueError(f"{name} must be finite")
+    return b, frames
+
+
+def _check_architecture(latent_size, width, heads, patch_size, chunk_frames, window_chunks,
+                        control, action_width):
+    if control not in CONTROLS:
+        raise ValueError(f"control must be one of {CONTROLS}, got {control!r}")
+    if latent_size % patch_size:
+        raise ValueError(f"latent_size={latent_size} must be a multiple of "
+                         f"patch_size={patch_size}")
+    if width % heads or (width // heads) % 2 or width // heads < 6:
+        raise ValueError(f"width={width} / heads={heads} must give an even head dim >= 6 "
+                         f"(3D RoPE rotates pairs on 3 axes)")
+    if chunk_frames < 1 or window_chunks < 1:
+        raise ValueError(f"chunk_frames and window_chunks must be >= 1, got {chunk_frames}, "
+                         f"{window_chunks}")
+    if action_width < cond.N_CONTINUOUS:
+        raise ValueError(f"action_width must be >= {cond.N_CONTINUOUS} (forward, right, yaw, "
+                         f"pitch), got {action_width}")

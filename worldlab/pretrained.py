@@ -1,0 +1,123 @@
+"""A trained world on disk: autoencoder + world model + config, loaded in one line.
+
+    world = wl.pretrained.load_world(wl.DATA / "checkpoints" / "doom64")
+
+Layout of a world directory (every weight file is safetensors, every config JSON):
+
+    <dir>/autoencoder/      VideoAutoencoder.save_pretrained
+    <dir>/world/            WorldModel.save_pretrained
+    <dir>/world_config.json the WorldConfig it was trained with (preset, data, sample, ...)
+    <dir>/captions.safetensors  optional: caption embeddings computed at training time, so
+                                the prompts it was trained on need no text encoder
+
+`World` bundles the pieces with the conversions every front end needs (uint8 frames <->
+latents, captions -> embeddings) and is shared by evaluation and play.
+
+Shape legend: t frames, c latent channels, h w height/width, n chunks, k = 3, e = 384.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from .config import WorldConfig
+
+CAPTIONS_FILE = "captions.safetensors"
+_SEP = "\x1f"  # joins (scene, character, event) into one safetensors key
+
+
+def resolve_device(device: str = "auto") -> torch.device:
+    if device == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    if device not in ("cpu", "cuda") and not str(device).startswith("cuda:"):
+        raise ValueError(f"device must be 'auto', 'cpu' or 'cuda[:i]', got {device!r}")
+    return torch.device(device)
+
+
+def save_caption_table(table: dict[tuple, torch.Tensor], path: Path) -> None:
+    """Caption -> (3, e) embeddings to safetensors (atomic)."""
+    from safetensors.torch import save_file
+
+    path = Path(path)
+    tmp = path.with_name(f".tmp-{path.name}")
+    save_file({_SEP.join(k): v.contiguous().float() for k, v in table.items()}, str(tmp))
+    tmp.replace(path)
+
+
+def load_caption_table(path: Path) -> dict[tuple, torch.Tensor]:
+    from safetensors.torch import load_file
+
+    return {tuple(k.split(_SEP)): v for k, v in load_file(str(path)).items()}
+
+
+@dataclass
+class World:
+    ae: torch.nn.Module
+    model: torch.nn.Module
+    config: WorldConfig
+    device: torch.device
+    path: Path | None = None
+    captions: dict[tuple, torch.Tensor] = field(default_factory=dict)
+    _encoder: object = None
+
+    @property
+    def chunk_frames(self) -> int:
+        return self.model.config.chunk_frames
+
+    @property
+    def size(self) -> int:
+        return self.model.config.latent_size * self.ae.downsample
+
+    def encode(self, rgb: np.ndarray) -> torch.Tensor:
+        """uint8 frames (t, h, w, 3) -> latents (1, t, c, h', w') on the world's device."""
+        from .autoencoder import frames_to_tensor
+
+        rgb = np.asarray(rgb)
+        if rgb.ndim != 4 or rgb.shape[1:] != (self.size, self.size, 3):
+            raise ValueError(f"frames must be uint8 (t, {self.size}, {self.size}, 3), got "
+                             f"{rgb.dtype} {rgb.shape}")
+        return self.ae.encode(frames_to_tensor(rgb)[None].to(self.device))
+
+    def decode(self, latents: torch.Tensor) -> np.ndarray:
+        """Latents (1, t, c, h', w') -> uint8 frames (t, h, w, 3)."""
+        from .autoencoder import tensor_to_frames
+
+        return tensor_to_frames(self.ae.decode(latents)[0])
+
+    def embed(self, captions: list[tuple[str, str, str]]) -> torch.Tensor:
+        """n captions (scene, character, event) -> (1, n, 3, e); unseen ones are encoded."""
+        missing = [c for c in dict.fromkeys(map(tuple, captions)) if c not in self.captions]
+        if missing:
+            if self._encoder is None:
+                from .textenc import TextEncoder
+                self._encoder = TextEncoder()
+            for cap, emb in zip(missing, self._encoder.encode_captions(missing)):
+                self.captions[cap] = torch.as_tensor(emb, dtype=torch.float32)
+        return torch.stack([self.captions[tuple(c)] for c in captions])[None].to(self.device)
+
+
+def load_world(path: str | Path, device: str = "auto", subfolder: str = "world") -> World:
+    """Load a world directory (see the module docstring); `subfolder` picks e.g. "ema"."""
+    from .autoencoder import VideoAutoencoder
+    from .model.dit import WorldModel
+
+    path = Path(path)
+    for part in ("autoencoder", subfolder, "world_config.json"):
+        if not (path / part).exists():
+            raise ValueError(f"{path} is not a world directory: {part} is missing (expected "
+                             f"autoencoder/, {subfolder}/ and world_config.json)")
+    dev = resolve_device(device)
+    cfg = WorldConfig.from_dict(json.loads((path / "world_config.json").read_text()))
+    ae = VideoAutoencoder.from_pretrained(path / "autoencoder").to(dev).eval()
+    model = WorldModel.from_pretrained(path / subfolder).to(dev).eval()
+    if model.config.latent_channels != ae.config.latent_channels:
+        raise ValueError(f"world model expects {model.config.latent_channels} latent "
+                         f"channels but the autoencoder makes {ae.config.latent_channels}")
+    captions = load_caption_table(path / CAPTIONS_FILE) if (path / CAPTIONS_FILE).exists() \
+        else {}
+    return World(ae, model, cfg, dev, path, captions)

@@ -1,0 +1,273 @@
+"""Record episodes from an engine with a scripted player; `python -m worldlab data ...`.
+
+    python -m worldlab data record --engine procedural --episodes 8 --frames 64 --size 64 \
+        --workers 2 --policy mix --out runs/data/procedural
+    python -m worldlab data info --store runs/data/procedural
+    python -m worldlab data import-re10k --camera clip.txt --frames clip_frames/ --out ...
+
+`record_episode` is the pure core (no progress bars). The CLI shards seeds over worker
+processes, one engine per process: episode k uses seed `seed + k` and is stored as
+`<engine>-<seed>`, so the same command gives the same episodes whatever the worker count.
+
+Shape names: t time, a action width.
+"""
+
+from __future__ import annotations
+
+import argparse
+import multiprocessing as mp
+from collections import Counter
+from pathlib import Path
+
+import numpy as np
+
+from .camera import ACTION_FIELDS, ACTION_WIDTH, wrap_degrees
+from .engines import Engine, Event, make_engine
+from .engines.policies import POLICIES, make_policy, with_events
+from .episodes import Episode, EpisodeStore, make_meta, prompts_from_steps
+
+DEFAULT_FPS = 8.75  # DOOM's pace at its default 4 tics per step
+CHARACTER = "a first-person player"  # the caption's character field for every engine
+SCENES = {"doom": "a DOOM level (Freedoom): corridors, rooms, stairs and doors",
+          "procedural": "a grid of furnished rooms joined by corridors, each room with its "
+                        "own wall and floor colours"}  # the caption's scene field
+
+
+def engine_fps(engine: Engine) -> float:
+    """Steps per second of game time: the engine's `fps` if it has one, else DOOM's 35 tics
+    per second over its tics per step, else DEFAULT_FPS (the procedural engine has no clock;
+    its 0.25 m steps at this rate are a walking pace of ~2 m/s)."""
+    if hasattr(engine, "fps"):
+        return float(engine.fps)
+    if hasattr(engine, "tics"):
+        from .engines.doom import TICS_PER_SECOND
+
+        return TICS_PER_SECOND / engine.tics
+    return DEFAULT_FPS
+
+
+# ----------------------------------------------------------------------------------------
+# Recording one episode
+# ----------------------------------------------------------------------------------------
+
+
+def record_with(engine: Engine, seed: int, frames: int, policy: str = "mix",
+                event_rate: float = 0.0, callback=None) -> Episode:
+    """Play `frames - 1` steps of `policy` on an open engine from `engine.reset(seed)`.
+
+    `callback(step, obs)` is called after every frame (for progress reporting).
+    """
+    if not (isinstance(frames, int) and frames >= 1):
+        raise ValueError(f"frames must be a positive integer, got {frames!r}")
+    player = make_policy(policy, seed)
+    if event_rate > 0:
+        player = with_events(player, engine.events, event_rate, seed)
+    player.reset(seed, frames - 1)
+    obs = engine.reset(seed=seed)
+    observations, actions, prompts = [obs], [np.zeros(ACTION_WIDTH, np.float32)], [None]
+    events = [Event(e.name, e.text, 0) for e in obs.events]
+    for i in range(1, frames):
+        action, prompt = player.act(obs)
+        obs = engine.step(action, prompt)
+        observations.append(obs)
+        actions.append(action.to_vector())
+        prompts.append(prompt)
+        # stamp with the frame index: the engine's own step counter may start elsewhere
+        events += [Event(e.name, e.text, i) for e in obs.events]
+        if callback is not None:
+            callback(i, obs)
+    stack = lambda k: np.stack([getattr(o, k) for o in observations])  # noqa: E731
+    instance = None if observations[0].instance is None else stack("instance").astype(np.int32)
+    meta = make_meta(engine.name, engine_fps(engine), map=getattr(engine, "map", None),
+                     seed=seed, policy=player.name, size=int(obs.rgb.shape[0]),
+                     event_rate=event_rate)
+    return Episode(rgb=stack("rgb"), depth=stack("depth").astype(np.float32),
+                   c2w=stack("c2w").astype(np.float64), K=stack("K").astype(np.float64),
+                   actions=np.stack(actions), instance=instance,
+                   prompts=prompts_from_steps(prompts, SCENES.get(engine.name, engine.name), CHARACTER),
+                   events=events, meta=meta).validate()
+
+
+def record_episode(engine_name: str, seed: int, frames: int, size: int, policy: str = "mix",
+                   event_rate: float = 0.0, **engine_opts) -> Episode:
+    """Open an engine, record one episode, close the engine."""
+    engine = make_engine(engine_name, size=size, **engine_opts)
+    try:
+        return record_with(engine, seed, frames, policy, event_rate)
+    finally:
+        engine.close()
+
+
+# ----------------------------------------------------------------------------------------
+# Many episodes over worker processes (one engine each)
+# ----------------------------------------------------------------------------------------
+
+_WORKER: dict = {}  # the engine of this worker process
+
+
+def _init_worker(engine_name: str, size: int, engine_opts: dict) -> None:
+    _WORKER["engine"] = make_engine(engine_name, size=size, **engine_opts)
+
+
+def _record_seed(job: tuple) -> tuple[int, Episode]:
+    seed, frames, policy, event_rate = job
+    return seed, record_with(_WORKER["engine"], seed, frames, policy, event_rate)
+
+
+def record_many(store: EpisodeStore, engine_name: str, seeds: list[int], frames: int,
+                size: int, policy: str = "mix", event_rate: float = 0.0, workers: int = 1,
+                callback=None, **engine_opts) -> list[str]:
+    """Record one episode per seed into `store` as `<engine>-<seed>`; return the ids.
+
+    Fails before recording anything if one of the ids exists. `callback(id)` after each
+    write. Workers are forked (not spawned: `python -m worldlab` is not import-safe as a
+    main module, and forking skips re-importing torch in every worker).
+    """
+    if not (isinstance(workers, int) and workers >= 1):
+        raise ValueError(f"workers must be a positive integer, got {workers!r}")
+    if policy != "mix" and policy not in POLICIES:
+        raise ValueError(f"unknown policy {policy!r}; expected one of {sorted(POLICIES)} "
+                         f"or 'mix'")
+    ids = [f"{engine_name}-{s:06d}" for s in seeds]
+    taken = [i for i in ids if store.path(i).exists()]
+    if taken:
+        raise ValueError(f"episode {taken[0]!r} already exists in {store.root}; choose "
+                         f"another --seed or --out")
+    jobs = [(s, frames, policy, event_rate) for s in seeds]
+    if workers == 1:
+        _init_worker(engine_name, size, engine_opts)
+        try:
+            results = map(_record_seed, jobs)
+            _write_all(store, engine_name, results, callback)
+        finally:
+            _WORKER.pop("engine").close()
+        return ids
+    ctx = mp.get_context("fork")
+    with ctx.Pool(workers, _init_worker, (engine_name, size, engine_opts)) as pool:
+        _write_all(store, engine_name, pool.imap(_record_seed, jobs), callback)
+    return ids
+
+
+def _write_all(store: EpisodeStore, engine_name: str, results, callback) -> None:
+    for seed, episode in results:
+        episode_id = store.write(episode, f"{engine_name}-{seed:06d}")
+        if callback is not None:
+            callback(episode_id)
+
+
+# ----------------------------------------------------------------------------------------
+# Statistics: action histograms, revisits
+# ----------------------------------------------------------------------------------------
+
+
+def revisit_pairs(c2w: np.ndarray, radius_m: float = 0.5, max_yaw_deg: float = 30.0,
+                  min_gap: int = 8) -> list[tuple[int, int]]:
+    """(i, j) frame pairs, j - i >= min_gap, where frame j stands within `radius_m` of frame
+    i's position and faces within `max_yaw_deg` of its heading: a place seen again."""
+    pos = c2w[:, :3, 3]  # (t, 3)
+    yaw = np.degrees(np.arctan2(c2w[:, 1, 2], c2w[:, 0, 2]))  # (t,) forward axis heading
+    dist = np.linalg.norm(pos[:, None] - pos[None], axis=-1)  # (t, t)
+    turn = np.abs(wrap_degrees(yaw[:, None] - yaw[None]))  # (t, t)
+    gap = np.arange(len(c2w))[None] - np.arange(len(c2w))[:, None]  # j - i
+    i, j = np.nonzero((dist <= radius_m) & (turn <= max_yaw_deg) & (gap >= min_gap))
+    return list(zip(i.tolist(), j.tolist()))
+
+
+def dataset_stats(store: EpisodeStore, **revisit) -> dict:
+    """Actions (n, a) over all steps (frame 0 excluded), revisited frames per episode,
+    episodes per policy and event counts."""
+    actions, revisits, policies, events = [], {}, Counter(), Counter()
+    for i in store.ids():
+        ep = store.read(i)
+        actions.append(ep.actions[1:])
+        revisits[i] = len({j for _, j in revisit_pairs(ep.c2w, **revisit)})
+        policies[ep.meta.get("policy")] += 1
+        events.update(e.name for e in ep.events)
+    return {"actions": np.concatenate(actions) if actions else np.zeros((0, ACTION_WIDTH)),
+            "fields": ACTION_FIELDS, "revisited_frames": revisits,
+            "policies": dict(policies), "events": dict(events)}
+
+
+def format_index(store: EpisodeStore) -> str:
+    """A human summary of a store's index."""
+    index = store.index
+    frames = sum(e["frames"] for e in index.values())
+    lines = [f"{store.root}: {len(index)} episodes, {frames} frames"]
+    for key in ("engine", "policy", "size"):
+        counts = Counter(str(e.get(key)) for e in index.values())
+        lines.append(f"  {key:7s} " + ", ".join(f"{k} x{n}" for k, n in sorted(counts.items())))
+    events = Counter(n for e in index.values() for n in e["events"])
+    lines.append("  events  " + (", ".join(f"{k} x{n}" for k, n in sorted(events.items()))
+                                 or "none"))
+    return "\n".join(lines)
+
+
+# ----------------------------------------------------------------------------------------
+# Command line: python -m worldlab data record | info | validate | import-re10k
+# ----------------------------------------------------------------------------------------
+
+
+def _cmd_record(args) -> int:
+    from tqdm.auto import tqdm
+
+    store = EpisodeStore(args.out)
+    seeds = list(range(args.seed, args.seed + args.episodes))
+    opts = {"map": args.map} if args.map else {}
+    with tqdm(total=len(seeds), desc=f"record {args.engine}", unit="episode") as bar:
+        record_many(store, args.engine, seeds, args.frames, args.size, args.policy,
+                    args.event_rate, args.workers, callback=lambda _: bar.update(), **opts)
+    print(format_index(store))
+    return 0
+
+
+def _cmd_info(args) -> int:
+    print(format_index(EpisodeStore(args.store)))
+    return 0
+
+
+def _cmd_validate(args) -> int:
+    problems = EpisodeStore(args.store).validate_all()
+    for episode_id, problem in problems.items():
+        print(f"{episode_id}: {problem}")
+    print(f"{len(problems)} problem(s)")
+    return 1 if problems else 0
+
+
+def _cmd_import_re10k(args) -> int:
+    from .realestate import import_realestate10k
+
+    episode = import_realestate10k(args.camera, args.frames, args.size)
+    episode_id = EpisodeStore(args.out).write(episode, args.id or Path(args.camera).stem)
+    print(f"imported {len(episode)} frames as {episode_id!r} into {args.out} "
+          f"(actions: {episode.meta['actions']})")
+    return 0
+
+
+def configure_cli(parser: argparse.ArgumentParser) -> None:
+    sub = parser.add_subparsers(dest="data_command", metavar="subcommand")
+    rec = sub.add_parser("record", help="record episodes from an engine into a store")
+    rec.add_argument("--engine", required=True, choices=["procedural", "doom"])
+    rec.add_argument("--episodes", type=int, default=8)
+    rec.add_argument("--frames", type=int, default=64, help="frames per episode")
+    rec.add_argument("--size", type=int, default=64, help="frame side in pixels")
+    rec.add_argument("--workers", type=int, default=1, help="processes, one engine each")
+    rec.add_argument("--policy", default="mix", choices=["mix", *POLICIES])
+    rec.add_argument("--event-rate", type=float, default=0.05,
+                     help="probability per step of an event prompt")
+    rec.add_argument("--seed", type=int, default=0, help="episode k uses seed + k")
+    rec.add_argument("--map", default=None, help="doom map name (e.g. MAP01)")
+    rec.add_argument("--out", required=True, help="store directory, e.g. runs/data/doom")
+    rec.set_defaults(func=_cmd_record)
+    info = sub.add_parser("info", help="print the index summary of a store")
+    info.add_argument("--store", required=True)
+    info.set_defaults(func=_cmd_info)
+    val = sub.add_parser("validate", help="re-read and validate every episode of a store")
+    val.add_argument("--store", required=True)
+    val.set_defaults(func=_cmd_validate)
+    imp = sub.add_parser("import-re10k", help="import a RealEstate10K clip")
+    imp.add_argument("--camera", required=True, help="RealEstate10K camera .txt")
+    imp.add_argument("--frames", required=True, help="directory of the clip's frames")
+    imp.add_argument("--size", type=int, default=64)
+    imp.add_argument("--id", default=None, help="episode id (default: the camera file stem)")
+    imp.add_argument("--out", required=True, help="store directory")
+    imp.set_defaults(func=_cmd_import_re10k)

@@ -1,0 +1,235 @@
+"""Figures and images for notebooks: camera trajectories, rays, Plücker images, frame grids.
+
+Every 3D figure is drawn in the world frame of `camera.py` (metres, +z up) with equal scale
+on all axes, so a 90-degree turn looks like one. Images are uint8 (h, w, 3) or (h, w).
+
+Shape names: t time, n frames, h w height width.
+"""
+
+from __future__ import annotations
+
+import math
+
+import imageio.v3 as iio
+import numpy as np
+import plotly.graph_objects as go
+import plotly.io as pio
+from plotly.subplots import make_subplots
+
+from . import camera
+
+# ----------------------------------------------------------------------------------------
+# Renderer: chosen in one place
+# ----------------------------------------------------------------------------------------
+
+# "plotly_mimetype" stores only the figure JSON (application/vnd.plotly.v1+json) in a cell's
+# output. JupyterLab draws it with the jupyterlab-plotly extension that ships inside the
+# plotly wheel, offline, and VS Code draws it too. The "notebook" renderers instead embed the
+# 4.8 MB plotly.js bundle in the saved notebook, and the "*_connected" ones fetch it from a
+# CDN this machine cannot reach. Papermill keeps the JSON in executed copies under runs/.
+RENDERER = "plotly_mimetype"
+
+COLORS = ("#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#17becf", "#8c564b")
+AXIS_COLORS = ("#d62728", "#2ca02c", "#1f77b4")  # camera x right, y down, z forward
+
+
+def set_renderer(name: str = RENDERER) -> str:
+    """Make `name` plotly's default renderer (see RENDERER for why); returns it."""
+    if name not in pio.renderers:
+        raise ValueError(f"unknown plotly renderer {name!r}; expected one of {list(pio.renderers)}")
+    pio.renderers.default = name
+    return name
+
+
+# ----------------------------------------------------------------------------------------
+# 3D scenes in world coordinates
+# ----------------------------------------------------------------------------------------
+
+
+def _scene_layout(fig: go.Figure, points: np.ndarray, pad: float = 0.5) -> go.Figure:
+    """Axis ranges around `points` (n, 3), z up, and equal metres per screen unit."""
+    points = points[np.isfinite(points).all(-1)]
+    lo, hi = points.min(0) - pad, points.max(0) + pad
+    fig.update_layout(
+        scene=dict(xaxis=dict(title="x (m)", range=[lo[0], hi[0]]),
+                   yaxis=dict(title="y (m)", range=[lo[1], hi[1]]),
+                   zaxis=dict(title="z (m)", range=[lo[2], hi[2]]),
+                   # 'data': the axes are drawn in proportion to their ranges
+                   aspectmode="data", camera=dict(up=dict(x=0, y=0, z=1))),
+        margin=dict(l=0, r=0, t=30, b=0), legend=dict(x=0, y=1))
+    return fig
+
+
+def _as_trajectories(trajectories, names) -> list[tuple[str, np.ndarray, list]]:
+    """(name, c2w (t, 4, 4), revisits) for a Trajectory, an array, or a list of either."""
+    if isinstance(trajectories, (camera.Trajectory, np.ndarray)):
+        trajectories = [trajectories]
+    if names is not None and len(names) != len(trajectories):
+        raise ValueError(f"got {len(names)} names for {len(trajectories)} trajectories")
+    out = []
+    for i, tr in enumerate(trajectories):
+        default, revisits = f"trajectory {i}", []
+        if isinstance(tr, camera.Trajectory):
+            default, revisits, tr = tr.name, tr.revisits, tr.c2w
+        c2w = camera.check_c2w(tr, f"trajectory {i}")
+        if c2w.ndim != 3:
+            raise ValueError(f"trajectory {i} must be (t, 4, 4), got {c2w.shape}")
+        out.append((default if names is None else names[i], c2w, list(revisits)))
+    return out
+
+
+def _cones(c2w: np.ndarray, every: int, size: float, color: str, name: str) -> go.Cone:
+    """Cones at every `every`-th pose pointing along the camera's +z (viewing) axis."""
+    sel = c2w[::every]  # (t', 4, 4)
+    pos, fwd = sel[:, :3, 3], sel[:, :3, 2] * size  # (t', 3) each
+    return go.Cone(x=pos[:, 0], y=pos[:, 1], z=pos[:, 2], u=fwd[:, 0], v=fwd[:, 1], w=fwd[:, 2],
+                   anchor="tail", sizemode="raw", sizeref=1.0, showscale=False,  # length = size
+                   colorscale=[[0, color], [1, color]], name=f"{name} view", showlegend=False,
+                   hovertemplate=f"{name} view<extra></extra>")
+
+
+def trajectory_figure(trajectories, names=None, cone_every: int = 4, cone_size: float = 0.3,
+                      revisits=None, title: str | None = None) -> go.Figure:
+    """Camera paths seen from above: a line per trajectory, cones for the view direction.
+
+    trajectories: c2w (t, 4, 4), a `camera.Trajectory`, or a list of them. revisits: (i, j)
+    pose pairs of the first trajectory to mark; by default each Trajectory's own.
+    """
+    if not (isinstance(cone_every, int) and cone_every > 0):
+        raise ValueError(f"cone_every must be a positive integer, got {cone_every!r}")
+    items = _as_trajectories(trajectories, names)
+    if revisits is not None:
+        items[0] = (items[0][0], items[0][1], list(revisits))
+    fig = go.Figure()
+    for k, (name, c2w, pairs) in enumerate(items):
+        color, pos = COLORS[k % len(COLORS)], c2w[:, :3, 3]  # (t, 3)
+        fig.add_trace(go.Scatter3d(x=pos[:, 0], y=pos[:, 1], z=pos[:, 2], mode="lines+markers",
+                                   name=name, line=dict(color=color, width=4),
+                                   marker=dict(size=2, color=color),
+                                   text=[f"step {i}" for i in range(len(pos))]))
+        fig.add_trace(_cones(c2w, cone_every, cone_size, color, name))
+        if pairs:
+            j = np.array([b for _, b in pairs])
+            fig.add_trace(go.Scatter3d(
+                x=pos[j, 0], y=pos[j, 1], z=pos[j, 2], mode="markers", name=f"{name} revisits",
+                marker=dict(size=5, symbol="diamond-open", color=color),
+                text=[f"step {b} revisits step {a}" for a, b in pairs]))
+    allpos = np.concatenate([c2w[:, :3, 3] for _, c2w, _ in items])
+    fig.update_layout(title=title)
+    return _scene_layout(fig, allpos, pad=cone_size + 0.2)
+
+
+def _segments(starts: np.ndarray, ends: np.ndarray) -> dict:
+    """x, y, z of one Scatter3d drawing n separate segments (n, 3) -> (3n,) each.
+
+    A None after each segment breaks the line (plain lists: plotly sends numpy arrays as
+    binary blobs, where only a null is a documented gap).
+    """
+    xyz = np.full((len(starts), 3, 3), np.nan)  # (segment, start/end/break, xyz)
+    xyz[:, 0], xyz[:, 1] = starts, ends
+    x, y, z = ([None if math.isnan(v) else v for v in col] for col in xyz.reshape(-1, 3).T)
+    return dict(x=x, y=y, z=z)
+
+
+def rays_figure(K, c2w, height: int, width: int, every: int = 4,
+                depth: float = 1.0) -> go.Figure:
+    """The rays of one camera: through every `every`-th pixel centre up to z-depth `depth`.
+
+    The rays end on the image plane at that depth (drawn as a rectangle spanning [0, W] x
+    [0, H]); the camera axes are drawn x red, y green, z blue (OpenCV: right, down, forward).
+    """
+    if not (isinstance(every, int) and every > 0):
+        raise ValueError(f"every must be a positive integer, got {every!r}")
+    if not (np.isfinite(depth) and depth > 0):
+        raise ValueError(f"depth must be finite and positive, got {depth!r}")
+    c2w = camera.check_c2w(c2w)
+    origins, dirs = camera.ray_directions(K, c2w, height, width, normalize=False)  # (h, w, 3)
+    o, d = origins[::every, ::every].reshape(-1, 3), dirs[::every, ::every].reshape(-1, 3)
+    fig = go.Figure()
+    fig.add_trace(go.Scatter3d(**_segments(o, o + depth * d), mode="lines", name="rays",
+                               line=dict(color="#ff7f0e", width=2)))
+    corners = np.array([[0, 0], [width, 0], [width, height], [0, height], [0, 0]], float)
+    plane = camera.unproject(corners, np.full(5, depth), K, c2w)  # (5, 3)
+    fig.add_trace(go.Scatter3d(x=plane[:, 0], y=plane[:, 1], z=plane[:, 2], mode="lines",
+                               name="image plane", line=dict(color="black", width=3)))
+    centre, axes = c2w[:3, 3], c2w[:3, :3].T * 0.5 * depth  # axes: rows x, y, z (3, 3)
+    for axis, name, color in zip(axes, ("x right", "y down", "z forward"), AXIS_COLORS):
+        seg = np.stack([centre, centre + axis])
+        fig.add_trace(go.Scatter3d(x=seg[:, 0], y=seg[:, 1], z=seg[:, 2], mode="lines",
+                                   name=f"camera {name}", line=dict(color=color, width=6)))
+    return _scene_layout(fig, np.concatenate([o + depth * d, plane, centre[None]]), pad=0.2)
+
+
+def plucker_figure(K, c2w, height: int, width: int) -> go.Figure:
+    """The six Plücker channels (direction d, moment o x d) of a camera as heatmaps."""
+    img = camera.plucker_image(K, c2w, height, width)  # (h, w, 6)
+    labels = ("d x", "d y", "d z", "m x", "m y", "m z")
+    fig = make_subplots(rows=2, cols=3, subplot_titles=labels, horizontal_spacing=0.04,
+                        vertical_spacing=0.1)
+    for c, label in enumerate(labels):
+        row, col = c // 3 + 1, c % 3 + 1
+        fig.add_trace(go.Heatmap(z=img[..., c], coloraxis="coloraxis", name=label), row, col)
+        # square pixels, row 0 on top: each y axis keeps the scale of its own x axis
+        fig.update_yaxes(scaleanchor=f"x{c + 1 if c else ''}", row=row, col=col)
+    lim = float(np.abs(img).max())
+    fig.update_yaxes(autorange="reversed", showticklabels=False)
+    fig.update_xaxes(showticklabels=False)
+    fig.update_layout(coloraxis=dict(colorscale="RdBu", cmin=-lim, cmax=lim),
+                      margin=dict(l=0, r=0, t=30, b=0))
+    return fig
+
+
+# ----------------------------------------------------------------------------------------
+# Images
+# ----------------------------------------------------------------------------------------
+
+
+def _check_image(img, name: str = "image") -> np.ndarray:
+    img = np.asarray(img)
+    if img.dtype != np.uint8:
+        raise ValueError(f"{name} must be uint8, got {img.dtype}")
+    if not (img.ndim == 2 or (img.ndim == 3 and img.shape[-1] in (3, 4))):
+        raise ValueError(f"{name} must be (h, w), (h, w, 3) or (h, w, 4), got {img.shape}")
+    return img
+
+
+def frame_grid(frames, cols: int, pad: int = 1, pad_value: int = 255) -> np.ndarray:
+    """Tile frames (n, h, w, 3) uint8 into one image, `cols` per row, `pad` pixels apart.
+
+    Returns (rows * (h + pad) - pad, cols * (w + pad) - pad, 3) uint8 with
+    rows = ceil(n / cols); empty cells of the last row are filled with `pad_value`.
+    """
+    frames = np.asarray(frames)
+    if frames.ndim != 4 or frames.shape[-1] != 3 or frames.dtype != np.uint8 or not len(frames):
+        raise ValueError(f"frames must be non-empty uint8 (n, h, w, 3), got {frames.dtype} "
+                         f"{frames.shape}")
+    if not (isinstance(cols, int) and cols > 0) or not (isinstance(pad, int) and pad >= 0):
+        raise ValueError(f"cols must be a positive and pad a non-negative integer, got "
+                         f"cols={cols!r}, pad={pad!r}")
+    n, h, w, _ = frames.shape
+    cols = min(cols, n)
+    rows = math.ceil(n / cols)
+    grid = np.full((rows * (h + pad) - pad, cols * (w + pad) - pad, 3), pad_value, np.uint8)
+    for i, frame in enumerate(frames):
+        r, c = divmod(i, cols)
+        grid[r * (h + pad): r * (h + pad) + h, c * (w + pad): c * (w + pad) + w] = frame
+    return grid
+
+
+def to_png_bytes(img) -> bytes:
+    """Lossless PNG encoding of a uint8 image (h, w), (h, w, 3) or (h, w, 4)."""
+    return iio.imwrite("<bytes>", _check_image(img), extension=".png")
+
+
+def show_image(img, scale: int = 1):
+    """An IPython Image of `img`, enlarged `scale` times with nearest-neighbour pixels.
+
+    64x64 frames are tiny on screen; nearest-neighbour keeps every pixel visible as-is.
+    """
+    from IPython.display import Image
+
+    if not (isinstance(scale, int) and scale > 0):
+        raise ValueError(f"scale must be a positive integer, got {scale!r}")
+    img = _check_image(img)
+    img = img.repeat(scale, axis=0).repeat(scale, axis=1)  # (h * scale, w * scale, ...)
+    return Image(data=to_png_bytes(img), format="png")
