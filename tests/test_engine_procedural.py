@@ -49,7 +49,7 @@ def test_same_seed_and_actions_replay_bit_identically():
         np.testing.assert_array_equal(oa.c2w, ob.c2w)
         np.testing.assert_array_equal(oa.instance, ob.instance)
     assert [ev.name for o in a for ev in o.events] == \
-        ["summon_monster", "fireball", "fireball", "fireball", "lights_out"]
+        ["summon_monster", "fireball", "fireball", "lights_out", "fireball", "fireball"]
 
 
 def test_different_seeds_give_different_worlds():
@@ -121,6 +121,7 @@ def test_summon_monster_appears_in_view():
 
 def test_fireball_glows_and_flies_away():
     e = ProceduralEngine(size=SIZE, characters=False)
+    e.reset(0)
     x, y, yaw = e.door_view(0, distance=4.0)  # a clear corridor ahead
     e.reset(0, position=(x, y), yaw=yaw)
     depths = []
@@ -145,6 +146,7 @@ def test_lights_out_darkens_and_lights_on_restores():
 
 def test_open_the_door_clears_the_doorway():
     e = ProceduralEngine(size=SIZE, characters=False)
+    e.reset(0)
     x, y, yaw = e.door_view(0)
     closed = e.reset(0, position=(x, y), yaw=yaw)
     c = SIZE // 2
@@ -177,10 +179,10 @@ def test_frames_agree_about_the_static_world():
 
 
 def test_turn_around_fuses_into_a_self_consistent_point_cache():
-    e = ProceduralEngine(size=SIZE, characters=False)
+    e = ProceduralEngine(size=64, characters=False)
     traj = camera.turn_around(24)
     obs = [e.reset(8)] + [e.step(a) for a in traj.actions]
-    cache = PointCache(voxel=0.03)
+    cache = PointCache(voxel=0.02)
     for o in obs:
         cache.fuse(o.rgb, o.depth, o.c2w, o.K)
     n = len(cache)
@@ -188,7 +190,7 @@ def test_turn_around_fuses_into_a_self_consistent_point_cache():
     assert len(cache) == n  # a revisited view adds nothing
     rel = []
     for o in obs[::4]:
-        _, depth, mask = cache.render(o.c2w, o.K, SIZE, SIZE)
+        _, depth, mask = cache.render(o.c2w, o.K, 64, 64)
         assert mask.mean() > 0.3
         rel.append(np.abs(depth[mask] - o.depth[mask]) / o.depth[mask])
     assert np.median(np.concatenate(rel)) < 0.01
@@ -208,7 +210,13 @@ def test_bad_input_raises_naming_it():
         e.step(Action(), prompt=3)
     with pytest.raises(ValueError, match="colour"):
         e.reset(0, colour="red")
-    with pytest.raises(ValueError, match="position"):
-        e.reset(0, position=(-5.0, -5.0))
+    e.step(Action(forward=0.3))
+    before = e.c2w.copy()
+    for bad in ({"position": (-5.0, -5.0)}, {"position": (1.0,)}, {"yaw": "north"},
+                {"pitch": 80.0}):
+        with pytest.raises(ValueError, match=next(iter(bad))):
+            e.reset(1, **bad)
+    np.testing.assert_array_equal(e.c2w, before)  # a failed reset leaves the state alone
+    assert e.step(Action()).step == 2
     with pytest.raises(ValueError, match="size"):
         ProceduralEngine(size=4)

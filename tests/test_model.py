@@ -18,10 +18,10 @@ TINY = dict(latent_channels=C, latent_size=S, width=32, depth=2, heads=2, chunk_
             window_chunks=2)
 
 
-def make_model(seed: int = 0, **overrides) -> WorldModel:
+def make_model(seed: int = 0, cls: type = WorldModel, **overrides) -> WorldModel:
     """A tiny model whose zero-initialised layers are randomised, so every path matters."""
     torch.manual_seed(seed)
-    model = WorldModel(**{**TINY, **overrides}).eval()
+    model = cls(**{**TINY, **overrides}).eval()
     with torch.no_grad():
         for p in model.parameters():
             if p.ndim and bool((p == 0).all()):

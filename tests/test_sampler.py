@@ -11,7 +11,7 @@ import torch.nn as nn
 from worldlab import sampler
 from worldlab.model import WorldModel
 
-from test_model import B, C, F, S, make_inputs, make_model
+from test_model import B, C, F, S, make_inputs, make_model  # the shared tiny setup
 
 
 class StraightFlow(nn.Module):
@@ -127,19 +127,8 @@ def test_bad_sampling_arguments():
 # ----------------------------------------------------------------------------------------
 
 
-def counting_model() -> CountingModel:
-    torch.manual_seed(0)
-    model = CountingModel(latent_channels=C, latent_size=S, width=32, depth=2, heads=2,
-                          chunk_frames=F, window_chunks=2).eval()
-    with torch.no_grad():
-        for p in model.parameters():
-            if p.ndim and bool((p == 0).all()):
-                p.normal_(0.0, 0.1)
-    return model
-
-
 def test_rollout_shapes_cost_and_context():
-    model = counting_model()
+    model = make_model(cls=CountingModel)
     n, n_context, steps = 5, 1, 3
     x, actions, c2w, text = make_inputs(n)
     seen = []

@@ -15,6 +15,7 @@ from safetensors.torch import load_file
 from worldlab import checkpoints as C
 from worldlab import training as T
 from worldlab.autoencoder import VideoAutoencoder, encode_store
+from worldlab.cli import main
 from worldlab.config import make_config
 from worldlab.episodes import EpisodeClips, LatentCache, collate_clips
 from worldlab.model.dit import WorldModel
@@ -216,19 +217,17 @@ def test_two_processes_end_with_identical_parameters(tmp_path):
     assert C.latest_checkpoint(tmp_path / "run").name == "step_00000002"
 
 
-def test_cli_trains_autoencoder_then_world(tmp_path):
+def test_cli_trains_autoencoder_then_world(tmp_path, capsys):
     synthetic_store(tmp_path / "store", episodes=3, t=2 * CF, size=32)
-    py = [sys.executable, "-m", "worldlab", "train"]
     common = ["--preset", "tiny", "--data", str(tmp_path / "store"), "--device", "cpu",
               "--steps", "3"]
-    done = subprocess.run(py + ["autoencoder", *common, "--out", str(tmp_path / "ae")],
-                          capture_output=True, text=True, timeout=240, cwd=HERE.parent)
-    assert done.returncode == 0, done.stderr[-3000:]
-    assert "held-out (1 episodes): PSNR" in done.stdout
+    assert main(["train", "autoencoder", *common, "--out", str(tmp_path / "ae")]) == 0
+    assert "held-out (1 episodes): PSNR" in capsys.readouterr().out
     assert (tmp_path / "ae" / "metrics.json").exists()
-    done = subprocess.run(py + ["world", *common, "--out", str(tmp_path / "wm"), "--no-text",
-                                "--autoencoder", str(tmp_path / "ae" / "model")],
-                          capture_output=True, text=True, timeout=240, cwd=HERE.parent)
-    assert done.returncode == 0, done.stderr[-3000:]
-    assert "encoded 3 episodes" in done.stdout
+    assert main(["train", "world", *common, "--out", str(tmp_path / "wm"), "--no-text",
+                 "--autoencoder", str(tmp_path / "ae" / "model")]) == 0
+    assert "encoded 3 episodes" in capsys.readouterr().out
     assert WorldModel.from_pretrained(tmp_path / "wm" / "model").config.latent_size == 4
+    with pytest.raises(ValueError, match="latent cache .* is incomplete"):
+        main(["train", "world", *common, "--out", str(tmp_path / "wm2"),
+              "--latents", str(tmp_path / "empty")])

@@ -8,15 +8,18 @@ rebuilt only when a door opens); moving things (characters, summoned monsters, f
 opening doors) go into a small scene built each step from the ones in view, and only the
 rays of their screen rectangle are cast against it.
 
-Prompt -> event mapping (`EVENTS`, matched by `base.match_event`, first match wins):
+Prompt -> event mapping (`EVENTS`, matched by `base.match_event`, first match wins;
+keywords are case-insensitive substrings):
 
-| event         | keywords (case-insensitive substrings)            | effect                            |
-|---------------|---------------------------------------------------|-----------------------------------|
-| summon_monster| "summon", "monster", "spawn"                      | a character appears ahead, in view |
-| fireball      | "fireball", "cast", "spell"                       | a glowing ball flies away from the camera along the view direction, lighting the walls |
-| lights_out    | "lights out", "lights off", "darkness", "turn off the light" | ambient, key light and lamps off |
-| lights_on     | "lights on", "light up", "turn on the light"       | lights back on                     |
-| open_door     | "open the door", "open door", "door"               | the nearest closed door slides up into the ceiling (0.5 m per step) and stops blocking |
+- summon_monster ("summon", "monster", "spawn"): a character of the next kind (imp, robot,
+  slime in turn) appears up to 3 m ahead, in view, and turns slowly in place.
+- fireball ("fireball", "cast", "spell"): a glowing ball leaves the camera along the view
+  direction at 0.6 m per step, lighting the walls it passes, until it hits a wall.
+- lights_out ("lights out", "lights off", "darkness", "turn off the light"): ambient, key
+  light and lamps off (emissive things still glow).
+- lights_on ("lights on", "light up", "turn on the light"): lights back on.
+- open_door ("open the door", "open door", "door"): the nearest closed door slides up into
+  the ceiling (0.5 m per step) and stops blocking the corridor at once.
 
 Buttons do the same without a prompt: `attack` casts a fireball, `use` opens the nearest
 door; they are reported as events too (text "attack" / "use").
@@ -70,7 +73,7 @@ SUN = np.array([0.45, 0.3, 0.84], np.float32) / np.linalg.norm([0.45, 0.3, 0.84]
 FIREBALL_SPEED = 0.6  # metres per step
 FIREBALL_STEPS = 40  # lifetime
 DOOR_LIFT = 0.5  # metres per step
-LIGHT_RANGE = 9.0  # point lights further than this from the camera are skipped (m)
+LIGHT_RANGE = 5.0  # point lights reach exactly this far (m): windowed falloff, no popping
 
 
 @dataclass
@@ -115,22 +118,18 @@ class ProceduralEngine:
         if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) \
                 or not 0 <= seed < 2 ** 32:
             raise ValueError(f"seed must be an integer in [0, 2**32), got {seed!r}")
-        unknown = sorted(set(options) - {"position", "yaw", "pitch"})
-        if unknown:
-            raise ValueError(f"unknown reset option {unknown[0]!r}; expected position, yaw, "
-                             f"pitch")
+        _check_reset_options(options)
         world = pw.build_world(int(seed))
         x, y, yaw = world.spawn
-        x, y = options.get("position", (x, y))
+        x, y = (float(v) for v in options.get("position", (x, y)))
         pitch = float(options.get("pitch", 0.0))
-        if abs(pitch) > MAX_PITCH:
-            raise ValueError(f"pitch must be within +-{MAX_PITCH} degrees, got {pitch!r}")
-        self.world, self._t, self._lights = world, 0, True
-        self._door_open = [None] * len(world.doors)  # step at which each door opened
+        door_open = [None] * len(world.doors)  # step at which each door opened
+        if _disk_blocked(_walkable(world, door_open), float(x), float(y)):
+            raise ValueError(f"reset position {(x, y)} is inside a wall or prop of seed {seed}")
+        # all checks passed: only now replace the state
+        self.world, self._t, self._lights, self._door_open = world, 0, True, door_open
         self._spawned: list[_Spawned] = []
         self._build_static()
-        if self._blocked(float(x), float(y)):
-            raise ValueError(f"reset position {(x, y)} is inside a wall or prop of seed {seed}")
         self._pitch = pitch
         self.c2w = camera.pose_from_heading(np.array([x, y, EYE_H], float),
                                             float(options.get("yaw", yaw)), pitch)
@@ -165,20 +164,8 @@ class ProceduralEngine:
     # Player movement and collision
     # ------------------------------------------------------------------------------------
 
-    def _walkable(self) -> np.ndarray:
-        """(NCELLS, NCELLS) bool: floor without props and closed doors."""
-        ok = self.world.free.copy()
-        for door, opened in zip(self.world.doors, self._door_open):
-            if opened is None:
-                ok[pw.cells(door)] = False
-        return ok
-
     def _blocked(self, x: float, y: float, radius: float = PLAYER_R) -> bool:
-        i0, i1 = (int(math.floor((v - pw.X0) / pw.CELL)) for v in (x - radius, x + radius))
-        j0, j1 = (int(math.floor((v - pw.X0) / pw.CELL)) for v in (y - radius, y + radius))
-        if min(i0, j0) < 0 or max(i1, j1) >= pw.NCELLS:
-            return True
-        return not self._walk[j0:j1 + 1, i0:i1 + 1].all()
+        return _disk_blocked(self._walk, x, y, radius)
 
     def _move(self, action: Action) -> None:
         want = camera.step_pose(self.c2w, Action(action.forward, action.right, action.yaw))
@@ -238,6 +225,11 @@ class ProceduralEngine:
 
     def door_view(self, k: int, distance: float = 2.0) -> tuple[float, float, float]:
         """(x, y, yaw) standing `distance` m before door k on its corridor, facing it."""
+        if self.world is None:
+            raise RuntimeError("call reset(seed) before door_view()")
+        if not (isinstance(k, int) and 0 <= k < len(self.world.doors)):
+            raise ValueError(f"door index must be an int in [0, {len(self.world.doors)}), "
+                             f"got {k!r}")
         x0, y0, x1, y1 = self.world.doors[k]
         cx, cy = (x0 + x1) / 2, (y0 + y1) / 2
         if x1 - x0 < y1 - y0:  # a door across an east-west corridor
@@ -255,7 +247,7 @@ class ProceduralEngine:
                             for d, o in zip(w.doors, self._door_open) if o is None]
         verts, tris, self._static_mat = pw.merge(parts)
         self._static = _scene(verts, tris)
-        self._walk = self._walkable()
+        self._walk = _walkable(w, self._door_open)
 
     def _dynamic(self) -> list[tuple]:
         """Moving things now: (id, centre (3,), radius, mesh() -> (verts, tris, mat), light)."""
@@ -352,7 +344,7 @@ class ProceduralEngine:
         nrm = np.ascontiguousarray(pick(normal).T)  # (3, k)
         nrm *= np.where((nrm * d).sum(0) > 0, np.float32(-1), np.float32(1))  # face camera
         m, M = pick(mat), self.world.materials
-        tex = _texture(p, nrm, M["pattern"][m], M["scale"][m], M["a"].T[:, m], M["b"].T[:, m])
+        tex = pw.texture(p, nrm, M["pattern"][m], M["scale"][m], M["a"].T[:, m], M["b"].T[:, m])
         col = tex * self._lighting(p, nrm, lights)  # (3, k)
         emissive = M["emissive"][m]
         if emissive.any():
@@ -375,34 +367,75 @@ class ProceduralEngine:
 
     def _lighting(self, p, nrm, moving) -> np.ndarray:
         """(3, k) light at hit points p (3, k) with camera-facing normals nrm (3, k)."""
-        on, eye = self._lights, self.c2w[:3, 3]
+        on = self._lights
         white = np.full(p.shape[1], 0.35 if on else 0.04, np.float32)  # (k,) ambient
         if on:
             white += 0.4 * np.clip(SUN @ nrm, 0, None)
-        light = white[None] + 0 * LAMP_RGB[:, None]  # (3, k)
+        light = np.repeat(white[None], 3, axis=0)  # (3, k)
+        lo, hi = p.min(1), p.max(1)  # a light further than its range from this box is dark
         for sources, rgb in (((self.world.lamps if on else ()), LAMP_RGB), (moving, FIRE_RGB)):
-            near = [q for q in sources if np.linalg.norm(q - eye) <= LIGHT_RANGE]
+            near = [q for q in sources
+                    if np.linalg.norm(np.clip(q, lo, hi) - q) < LIGHT_RANGE]
             if near:
                 light += _point_lights(p, nrm, near) * rgb[:, None]
         return light
 
 
 def _point_lights(p, nrm, sources) -> np.ndarray:
-    """(k,) summed Lambert x soft inverse-square falloff of point lights at points (3, k)."""
+    """(k,) summed point lights at points p (3, k): Lambert x soft inverse-square falloff,
+    windowed to reach exactly LIGHT_RANGE so culling far lights changes nothing."""
     total = np.zeros(p.shape[1], np.float32)
     for q in sources:
         v = np.asarray(q, np.float32)[:, None] - p  # (3, k) towards the light
         d2 = (v * v).sum(0)
-        total += np.maximum((nrm * v).sum(0), 0) / (np.sqrt(d2) * (1 + 0.25 * d2))
+        window = np.maximum(1 - d2 * np.float32(1 / LIGHT_RANGE ** 2), 0)
+        total += np.maximum((nrm * v).sum(0), 0) * window / (np.sqrt(d2) * (1 + 0.25 * d2))
     return total
 
 
 # ----------------------------------------------------------------------------------------
-# Helpers: scenes, screen rectangles, procedural textures
+# Helpers: scenes and screen rectangles
 # ----------------------------------------------------------------------------------------
 
 LAMP_RGB = np.array([1.0, 0.85, 0.6], np.float32)
 FIRE_RGB = np.array([2.0, 1.0, 0.3], np.float32)
+
+
+def _check_reset_options(options: dict) -> None:
+    unknown = sorted(set(options) - {"position", "yaw", "pitch"})
+    if unknown:
+        raise ValueError(f"unknown reset option {unknown[0]!r}; expected position, yaw, pitch")
+    for key in ("yaw", "pitch"):
+        v = options.get(key, 0.0)
+        if isinstance(v, bool) or not isinstance(v, (int, float, np.number)) \
+                or not math.isfinite(v):
+            raise ValueError(f"{key} must be a finite number of degrees, got {v!r}")
+    if abs(options.get("pitch", 0.0)) > MAX_PITCH:
+        raise ValueError(f"pitch must be within +-{MAX_PITCH} degrees, got {options['pitch']!r}")
+    if "position" in options:
+        pos = np.asarray(options["position"])
+        if pos.shape != (2,) or not np.issubdtype(pos.dtype, np.number) \
+                or not np.isfinite(pos).all():
+            raise ValueError(f"position must be a finite (x, y) in metres, "
+                             f"got {options['position']!r}")
+
+
+def _walkable(world: pw.World, door_open: list) -> np.ndarray:
+    """(NCELLS, NCELLS) bool: floor without props and closed doors."""
+    ok = world.free.copy()
+    for door, opened in zip(world.doors, door_open):
+        if opened is None:
+            ok[pw.cells(door)] = False
+    return ok
+
+
+def _disk_blocked(walk: np.ndarray, x: float, y: float, radius: float = PLAYER_R) -> bool:
+    """Whether a disk at (x, y) touches a cell that is not walkable (or leaves the grid)."""
+    i0, i1 = (int(math.floor((v - pw.X0) / pw.CELL)) for v in (x - radius, x + radius))
+    j0, j1 = (int(math.floor((v - pw.X0) / pw.CELL)) for v in (y - radius, y + radius))
+    if min(i0, j0) < 0 or max(i1, j1) >= pw.NCELLS:
+        return True
+    return not walk[j0:j1 + 1, i0:i1 + 1].all()
 
 
 def _scene(verts: np.ndarray, tris: np.ndarray) -> o3d.t.geometry.RaycastingScene:
@@ -431,58 +464,3 @@ def _screen_rect(centre, radius, c2w, K, size) -> tuple | None:
     c0, c1 = max(0, math.floor(min(us))), min(size, math.ceil(max(us)))
     r0, r1 = max(0, math.floor(min(vs))), min(size, math.ceil(max(vs)))
     return (r0, r1, c0, c1) if c0 < c1 and r0 < r1 else None
-
-
-def _hash01(i: np.ndarray, j: np.ndarray) -> np.ndarray:
-    """A fixed integer hash of lattice points -> [0, 1] float32."""
-    h = (i.astype(np.int64) * 73856093 ^ j.astype(np.int64) * 19349663) & 0xFFFFFFFF
-    h = ((h ^ (h >> 13)) * 1274126177) & 0xFFFFFFFF
-    return ((h ^ (h >> 16)) & 0xFFFF).astype(np.float32) / 65535.0
-
-
-def _stripes(u, v):
-    return (u - np.floor(u) >= 0.5).astype(np.float32)
-
-
-def _checks(u, v):
-    return ((np.floor(u) + np.floor(v)) % 2).astype(np.float32)
-
-
-def _bricks(u, v):
-    row = np.floor(2 * v)  # bricks are half as tall as long; odd rows shift half a brick
-    uu = u + 0.5 * (row % 2)
-    mortar = (uu - np.floor(uu) < 0.08) | (2 * v - row < 0.14)
-    return np.where(mortar, 1.0, 0.35 * _hash01(np.floor(uu), row)).astype(np.float32)
-
-
-def _noise(u, v):
-    """Smooth value noise: hashed lattice values, smoothstep-interpolated."""
-    i, j = np.floor(u), np.floor(v)
-    fu, fv = u - i, v - j
-    fu, fv = fu * fu * (3 - 2 * fu), fv * fv * (3 - 2 * fv)
-    top = _hash01(i, j) * (1 - fu) + _hash01(i + 1, j) * fu
-    bot = _hash01(i, j + 1) * (1 - fu) + _hash01(i + 1, j + 1) * fu
-    return (top * (1 - fv) + bot * fv).astype(np.float32)
-
-
-_PATTERN_FNS = {pw.PATTERNS.index(k): f for k, f in
-                (("stripes", _stripes), ("checks", _checks), ("bricks", _bricks),
-                 ("noise", _noise))}
-
-
-def _texture(p, nrm, pattern, scale, a, b) -> np.ndarray:
-    """(3, k) texture colour at world points p (3, k), fixed to the geometry.
-
-    The texture plane follows the dominant normal axis: floors and ceilings use (x, y),
-    walls facing x use (y, z), walls facing y use (x, z). a, b: (3, k) pattern colours.
-    """
-    an = np.abs(nrm)
-    flat, xwall = an[2] > 0.7, an[0] >= an[1]
-    s = np.where(flat | ~xwall, p[0], p[1]) / scale
-    t = np.where(flat, p[1], p[2]) / scale
-    w = np.zeros(p.shape[1], np.float32)  # (k,) 0 = colour a, 1 = colour b
-    for k, fn in _PATTERN_FNS.items():
-        sel = pattern == k
-        if sel.any():
-            w[sel] = fn(s[sel], t[sel])
-    return a + (b - a) * w

@@ -4,7 +4,9 @@
 joins them by a random spanning tree of 1.5 m wide corridors (so every room is reachable)
 plus two extra corridors closed by sliding doors, and furnishes every room with a lamp and
 a few props (pillars, crates, spheres on pedestals). Every room has its own wall and floor
-material (palette + pattern). Everything is a pure function of the seed.
+material (palette + pattern: stripes, checks, bricks or value noise, computed from the hit
+point's world coordinates by `texture`, so patterns stick to the geometry and show
+parallax). Everything is a pure function of the seed.
 
 Geometry is metres, +z up, floor at z = 0, ceiling at `WALL_H`. A 2D occupancy grid of
 `CELL`-metre cells holds what is walkable; walls are generated from its boundary, so door
@@ -80,6 +82,66 @@ def _room_materials(mats: Materials, rng: np.random.Generator) -> tuple[int, int
                      scale=rng.uniform(0.7, 1.4))
     ceiling = mats.add("noise", _hsv(hue, 0.15, 0.8), _hsv(hue, 0.2, 0.6), scale=1.5)
     return wall, floor, ceiling
+
+
+# ----------------------------------------------------------------------------------------
+# Procedural textures: computed from world coordinates, so they stick to the geometry
+# ----------------------------------------------------------------------------------------
+
+
+def _hash01(i: np.ndarray, j: np.ndarray) -> np.ndarray:
+    """A fixed integer hash of lattice points -> [0, 1] float32."""
+    h = (i.astype(np.int64) * 73856093 ^ j.astype(np.int64) * 19349663) & 0xFFFFFFFF
+    h = ((h ^ (h >> 13)) * 1274126177) & 0xFFFFFFFF
+    return ((h ^ (h >> 16)) & 0xFFFF).astype(np.float32) / 65535.0
+
+
+def _stripes(u, v):
+    return (u - np.floor(u) >= 0.5).astype(np.float32)
+
+
+def _checks(u, v):
+    return ((np.floor(u) + np.floor(v)) % 2).astype(np.float32)
+
+
+def _bricks(u, v):
+    row = np.floor(2 * v)  # bricks are half as tall as long; odd rows shift half a brick
+    uu = u + 0.5 * (row % 2)
+    mortar = (uu - np.floor(uu) < 0.08) | (2 * v - row < 0.14)
+    return np.where(mortar, 1.0, 0.35 * _hash01(np.floor(uu), row)).astype(np.float32)
+
+
+def _noise(u, v):
+    """Smooth value noise: hashed lattice values, smoothstep-interpolated."""
+    i, j = np.floor(u), np.floor(v)
+    fu, fv = u - i, v - j
+    fu, fv = fu * fu * (3 - 2 * fu), fv * fv * (3 - 2 * fv)
+    top = _hash01(i, j) * (1 - fu) + _hash01(i + 1, j) * fu
+    bot = _hash01(i, j + 1) * (1 - fu) + _hash01(i + 1, j + 1) * fu
+    return (top * (1 - fv) + bot * fv).astype(np.float32)
+
+
+_PATTERN_FNS = {PATTERNS.index(k): f for k, f in
+                (("stripes", _stripes), ("checks", _checks), ("bricks", _bricks),
+                 ("noise", _noise))}
+
+
+def texture(p, nrm, pattern, scale, a, b) -> np.ndarray:
+    """(3, k) texture colour at world points p (3, k), fixed to the geometry.
+
+    The texture plane follows the dominant normal axis: floors and ceilings use (x, y),
+    walls facing x use (y, z), walls facing y use (x, z). a, b: (3, k) pattern colours.
+    """
+    an = np.abs(nrm)
+    flat, xwall = an[2] > 0.7, an[0] >= an[1]
+    s = np.where(flat | ~xwall, p[0], p[1]) / scale
+    t = np.where(flat, p[1], p[2]) / scale
+    w = np.zeros(p.shape[1], np.float32)  # (k,) 0 = colour a, 1 = colour b
+    for k, fn in _PATTERN_FNS.items():
+        sel = pattern == k
+        if sel.any():
+            w[sel] = fn(s[sel], t[sel])
+    return a + (b - a) * w
 
 
 # ----------------------------------------------------------------------------------------

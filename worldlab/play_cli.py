@@ -1,0 +1,231 @@
+"""Scripted play: action files, `python -m worldlab play`, videos, and `bench play`.
+
+    python -m worldlab play --checkpoint data/checkpoints/doom64 --script actions.json \
+        --out runs/play/ [--engine doom --seed 0 --policy hold]
+
+An action file is a JSON list with one entry per step:
+    {"forward": 0.25, "right": 0, "yaw": 10, "pitch": 0, "buttons": ["attack"],
+     "prompt": "summon a monster"}   # every key optional; "prompt" switches the event
+It writes `generated.mp4` (the world model), `side_by_side.mp4` (model | engine twin) and
+`scores.json` (PSNR per step against the twin, timings). `demo_script(steps)` makes one.
+
+Shape legend: t steps, h w height/width.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from pathlib import Path
+
+import numpy as np
+
+from .camera import Action
+from .play import WorldSession, check_action, resolve_checkpoint, rss_mb
+from .textenc import check_prompt
+
+SCRIPT_KEYS = ("forward", "right", "yaw", "pitch", "buttons", "prompt")
+VIDEO_SIDE = 256  # frames are enlarged (nearest) to about this many pixels for the mp4s
+DEMO_PROMPT = "summon a monster"  # a keyword event in both engines
+
+# ----------------------------------------------------------------------------------------
+# Action scripts
+# ----------------------------------------------------------------------------------------
+
+
+def demo_script(steps: int) -> list[dict]:
+    """A scripted walk of `steps` entries (bench.WALK repeated), prompting an event halfway."""
+    from .bench import WALK
+
+    if isinstance(steps, bool) or not isinstance(steps, int) or steps < 1:
+        raise ValueError(f"steps must be a positive int, got {steps!r}")
+    script = [WALK[k % len(WALK)].to_dict() for k in range(steps)]
+    script[steps // 2]["prompt"] = DEMO_PROMPT
+    return script
+
+
+def parse_script(entries, where: str = "script") -> list[tuple[Action, str | None]]:
+    """Validate a list of action dicts; an error names the entry index and the field."""
+    if not isinstance(entries, list) or not entries:
+        raise ValueError(f"{where} must be a non-empty JSON list of action objects, got "
+                         f"{type(entries).__name__}")
+    out = []
+    for i, entry in enumerate(entries):
+        if not isinstance(entry, dict):
+            raise ValueError(f"{where}[{i}] must be an object with keys {SCRIPT_KEYS}, got "
+                             f"{entry!r}")
+        unknown = sorted(set(entry) - set(SCRIPT_KEYS))
+        if unknown:
+            raise ValueError(f"{where}[{i}] has unknown field {unknown[0]!r}; expected "
+                             f"{SCRIPT_KEYS}")
+        fields = {k: v for k, v in entry.items() if k != "prompt"}
+        prompt = entry.get("prompt")
+        try:
+            action = check_action(fields)
+            if prompt is not None:
+                check_prompt(prompt, "prompt")
+        except ValueError as e:
+            raise ValueError(f"{where}[{i}]: {e}") from None
+        out.append((action, prompt))
+    return out
+
+
+def load_script(path) -> list[tuple[Action, str | None]]:
+    path = Path(path)
+    try:
+        entries = json.loads(path.read_text())
+    except (OSError, json.JSONDecodeError) as e:
+        raise ValueError(f"cannot read action script {path}: {e}") from None
+    return parse_script(entries, str(path))
+
+
+def play_script(session: WorldSession, script, callback=None) -> list:
+    """Step `session` through parsed (action, prompt) pairs; callback(i, result) per step."""
+    results = []
+    for i, (action, prompt) in enumerate(script):
+        results.append(session.step(action, prompt))
+        if callback is not None:
+            callback(i, results[-1])
+    return results
+
+
+# ----------------------------------------------------------------------------------------
+# Videos and scores
+# ----------------------------------------------------------------------------------------
+
+
+def write_mp4(path, frames: np.ndarray, fps: float) -> Path:
+    """uint8 frames (t, h, w, 3) -> H.264 mp4, enlarged with nearest pixels; atomic."""
+    import imageio.v3 as iio
+
+    path = Path(path)
+    frames = np.asarray(frames)
+    scale = max(1, VIDEO_SIDE // max(frames.shape[1:3]))
+    big = frames.repeat(scale, axis=1).repeat(scale, axis=2)  # (t, h s, w s, 3)
+    # yuv420p needs even sides: pad one white row / column where they are odd
+    big = np.pad(big, ((0, 0), (0, big.shape[1] % 2), (0, big.shape[2] % 2), (0, 0)),
+                 constant_values=255)
+    tmp = path.with_name(f".tmp-{path.name}")  # keeps the .mp4 suffix for ffmpeg
+    try:
+        # imageio-ffmpeg (libx264, yuv420p); macro_block_size=1: never resize the frames
+        iio.imwrite(tmp, big, extension=".mp4", plugin="FFMPEG", fps=fps, macro_block_size=1)
+        if tmp.stat().st_size == 0:  # ffmpeg can fail without raising
+            raise RuntimeError(f"ffmpeg wrote nothing for {path} (frames {big.shape})")
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
+    return path
+
+
+def scores(results) -> dict:
+    """PSNR per step against the twin (None where there is none) and its mean."""
+    per_step = [r.stats.get("psnr") for r in results]
+    known = [p for p in per_step if p is not None and np.isfinite(p)]
+    return {"psnr": per_step, "psnr_mean": float(np.mean(known)) if known else None}
+
+
+def write_outputs(out: Path, first, results, fps: float) -> dict:
+    """generated.mp4, side_by_side.mp4 (when there is a twin) and scores.json under `out`."""
+    from .checkpoints import atomic_write_text
+
+    out.mkdir(parents=True, exist_ok=True)
+    frames = np.stack([first.frame] + [r.frame for r in results])  # (t + 1, h, w, 3)
+    written = {"generated": str(write_mp4(out / "generated.mp4", frames, fps))}
+    if first.twin_frame is not None:
+        twins = np.stack([first.twin_frame] + [r.twin_frame for r in results])
+        gap = np.full((*frames.shape[:2], 2, 3), 255, np.uint8)  # (t + 1, h, 2, 3)
+        both = np.concatenate([frames, gap, twins], axis=2)
+        written["side_by_side"] = str(write_mp4(out / "side_by_side.mp4", both, fps))
+    data = {**scores(results), "steps": len(results),
+            "chunk_latency_ms": [r.stats["chunk_latency_ms"] for r in results
+                                 if r.stats.get("applied") and "chunk_latency_ms" in r.stats],
+            "files": written}
+    atomic_write_text(out / "scores.json", json.dumps(data, indent=2))
+    return data
+
+
+# ----------------------------------------------------------------------------------------
+# Command line: python -m worldlab play
+# ----------------------------------------------------------------------------------------
+
+
+def _cmd_play(args) -> int:
+    from tqdm.auto import tqdm
+
+    from .recording import DEFAULT_FPS, engine_fps
+
+    script = load_script(args.script)  # validated before anything is loaded or written
+    session = WorldSession.from_pretrained(args.checkpoint, args.device, args.sample_steps,
+                                           twin=not args.no_twin, policy=args.policy)
+    engine = args.engine or session.world.config.data.engine
+    first = session.reset(engine=engine, seed=args.seed)
+    with tqdm(total=len(script), desc="play") as bar:
+        results = play_script(session, script, lambda i, r: bar.update(1))
+    fps = engine_fps(session.engine) if session.engine is not None else DEFAULT_FPS
+    session.close()
+    data = write_outputs(Path(args.out), first, results, fps)
+    print(f"{len(results)} steps; mean PSNR vs twin {data['psnr_mean']}; wrote "
+          f"{', '.join(data['files'].values())} and {Path(args.out) / 'scores.json'}")
+    return 0
+
+
+def configure_cli(parser) -> None:
+    parser.add_argument("--checkpoint", default=None,
+                        help="world directory (default: the shipped data/checkpoints/doom64)")
+    parser.add_argument("--script", required=True, help="actions.json: a list of steps")
+    parser.add_argument("--out", default="runs/play", help="output directory")
+    parser.add_argument("--engine", default=None,
+                        help="engine for the first chunk and the twin (default: the world's)")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--device", default="auto")
+    parser.add_argument("--policy", choices=["hold", "buffer"], default="hold",
+                        help="hold: a chunk's first action drives it; buffer: frames lag a chunk")
+    parser.add_argument("--sample-steps", type=int, default=None,
+                        help="sampling steps per chunk (default: the world's config)")
+    parser.add_argument("--no-twin", action="store_true", help="no ground-truth engine twin")
+    parser.set_defaults(func=_cmd_play)
+
+
+# ----------------------------------------------------------------------------------------
+# Benchmark: python -m worldlab bench play --checkpoint DIR --steps 2000
+# ----------------------------------------------------------------------------------------
+
+
+def bench_play(args) -> dict:
+    """A `args.steps`-step session with the twin: speed, what dominates, memory over time."""
+    from .bench import print_table
+
+    steps = args.steps
+    script = parse_script(demo_script(steps))
+    rss_start, t0 = rss_mb(), time.perf_counter()
+    session = WorldSession.from_pretrained(resolve_checkpoint(args.checkpoint))
+    load_s = time.perf_counter() - t0
+    session.reset(engine=session.world.config.data.engine, seed=0)
+    results, t_first = [], None
+    t_loop = time.perf_counter()
+    for action, prompt in script:
+        results.append(session.step(action, prompt))
+        t_first = t_first or time.perf_counter()
+    elapsed = time.perf_counter() - t_loop
+    session.close()
+    chunks = [r.stats for r in results if r.stats.get("applied") and "chunk_latency_ms"
+              in r.stats and r.stats["key_to_pixel_ms"] is not None]
+    mean = lambda k: float(np.mean([c[k] for c in chunks]))  # noqa: E731
+    data = {"steps": steps, "fps": steps / elapsed, "time_to_first_frame_s": t_first - t0,
+            "load_s": load_s, "rss_mb_start": rss_start, "rss_mb_end": rss_mb(),
+            "rss_mb_after_first_chunk": results[0].stats["rss_mb"],
+            "cache_chunks_end": results[-1].stats["cache_chunks"],
+            "chunk_latency_ms": mean("chunk_latency_ms"),
+            "chunk_latency_ms_p95": float(np.percentile([c["chunk_latency_ms"]
+                                                         for c in chunks], 95)),
+            "key_to_pixel_ms": mean("key_to_pixel_ms"),
+            "breakdown_ms_per_chunk": {k: mean(f"{k}_ms") for k in
+                                       ("transformer", "decode", "engine", "text")},
+            "psnr_mean": scores(results)["psnr_mean"], "policy": session.policy,
+            "chunk_frames": session.f, "sampling_steps": session.steps,
+            "checkpoint": str(session.world.path), "device": str(session.world.device)}
+    print_table([{k: v for k, v in data.items() if isinstance(v, (int, float))}],
+                "play (one session with the engine twin)")
+    print_table([data["breakdown_ms_per_chunk"]], "ms per chunk")
+    return data
