@@ -22,8 +22,9 @@ ROOT = Path(__file__).resolve().parents[1]  # the repository (editable install)
 DATA = ROOT / "data"  # shipped checkpoints and samples
 RUNS = ROOT / "runs"  # git-ignored artifacts: checkpoints, metrics, executed notebooks
 
-_LAZY = ("viz", "engines", "episodes", "autoencoder", "model", "memory", "sampler",
-         "training", "distill", "evaluate", "play", "cli", "bench", "textenc")
+_LAZY = ("viz", "engines", "episodes", "recording", "realestate", "autoencoder", "model",
+         "memory", "metrics", "sampler", "training", "checkpoints", "pretrained", "distill",
+         "evaluate", "play", "cli", "bench", "textenc")
 
 
 def __getattr__(name: str):

@@ -41,6 +41,8 @@ from .engines.base import Event
 
 FORMAT_VERSION = 1
 REQUIRED_META = ("engine", "fps", "units")
+_UMASK = os.umask(0o022)
+os.umask(_UMASK)  # read the process umask (os.umask can only be read by setting it)
 _ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
 
 
@@ -194,6 +196,7 @@ def _atomic_write(path: Path, write) -> None:
     """
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
+        os.chmod(tmp, 0o666 & ~_UMASK)  # mkstemp makes 0600; give the usual permissions
         with os.fdopen(fd, "wb") as f:
             write(f)
             f.flush()
@@ -340,6 +343,7 @@ class LatentCache:
     def __init__(self, root: str | Path):
         self.root = Path(root)
         self.root.mkdir(parents=True, exist_ok=True)
+        self._memory: dict[str, np.ndarray] = {}  # read once: latents are small, reads are not
 
     def _path(self, episode_id: str) -> Path:
         if not isinstance(episode_id, str) or not _ID_RE.match(episode_id):
@@ -361,6 +365,7 @@ class LatentCache:
             raise ValueError(f"latents for {episode_id!r} must be finite")
         blob = save({"latents": np.ascontiguousarray(latents)})
         _atomic_write(self._path(episode_id), lambda f: f.write(blob))
+        self._memory.pop(episode_id, None)
 
     def get(self, episode_id: str) -> np.ndarray:
         from safetensors.numpy import load_file
@@ -368,10 +373,12 @@ class LatentCache:
         path = self._path(episode_id)
         if not path.exists():
             raise ValueError(f"no latents for episode {episode_id!r} in {self.root}")
-        try:
-            return load_file(path)["latents"]
-        except Exception as e:  # safetensors raises its own error types on damage
-            raise EpisodeError(f"cannot read latent file {path}: {e}") from e
+        if episode_id not in self._memory:
+            try:
+                self._memory[episode_id] = load_file(path)["latents"]
+            except Exception as e:  # safetensors raises its own error types on damage
+                raise EpisodeError(f"cannot read latent file {path}: {e}") from e
+        return self._memory[episode_id]
 
 
 # ----------------------------------------------------------------------------------------

@@ -55,8 +55,11 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from .camera import ACTION_WIDTH, BUTTONS, Action, check_c2w, pose_from_heading, step_pose
+from .camera import (ACTION_WIDTH, BUTTONS, Action, actions_from_poses, check_c2w,
+                     pose_from_heading, step_pose)
 from .recording import CHARACTER, SCENES
+from .sampler import sample_chunk
+from .textenc import check_prompt
 
 POLICIES = ("hold", "buffer")
 DEFAULT_CHECKPOINT = Path("data") / "checkpoints" / "doom64"  # relative to wl.ROOT
@@ -166,25 +169,26 @@ class WorldSession:
         self.rng = torch.Generator().manual_seed(int(seed))
         t = len(rgb)
         actions = np.zeros((t, ACTION_WIDTH), np.float32)
-        if frames is not None:
-            from .camera import actions_from_poses
+        if frames is not None:  # recorded episodes pair frame 0 with a zero action too
             actions[1:] = [a.to_vector() for a in actions_from_poses(poses)]
         latents = self.world.encode(rgb)  # (1, t, c, h', w')
         text = self._text("")
-        for j in range(t // self.f):
-            s = slice(j * self.f, (j + 1) * self.f)
-            self.world.model.append_chunk(latents[:, s], self.cache, **self._cond(
-                actions[s], poses[s], text))
+        with torch.no_grad():
+            for j in range(t // self.f):
+                s = slice(j * self.f, (j + 1) * self.f)
+                self.world.model.append_chunk(latents[:, s], self.cache, **self._cond(
+                    actions[s], poses[s], text))
         self.pose, self.gen_pose, self.last_frame = poses[-1].copy(), poses[-1].copy(), \
             rgb[-1].copy()
         self.last_twin = rgb[-1].copy() if self.engine is not None else None
         self.queue = collections.deque()  # (frame, c2w, twin_frame, t_issued) to hand out
         self.buffered: list[tuple[Action, float]] = []  # "buffer" policy: actions waiting
-        self.log = bytearray()  # the twin's replay log: float32 action vectors
+        self.log = bytearray()  # the twin's replay log: float64 action vectors
         self.log_prompts: dict[int, str] = {}
         self.step_index, self._started, self._timing = 0, True, {}
+        self.on_screen = "context"  # "context" (the engine's own frame) or "generated"
         self._times.clear()
-        return StepResult(self.last_frame, self.pose, 0, self.last_twin, self._stats(None))
+        return StepResult(self.last_frame, self.pose, 0, self.last_twin, self.stats(None))
 
     def _engine_context(self, name, seed):
         """First chunk of an engine: reset + f - 1 no-op steps. Returns rgb, poses, scene,
@@ -227,8 +231,6 @@ class WorldSession:
 
     def step(self, action, prompt: str | None = None) -> StepResult:
         """Advance one frame. Bad input raises ValueError and changes nothing."""
-        from .textenc import check_prompt
-
         t_call = time.perf_counter()
         if not self._started:
             raise RuntimeError("call reset() before step()")
@@ -242,7 +244,7 @@ class WorldSession:
             chunk = chunk if len(chunk) == self.f else None
         if chunk is not None:
             fresh = prompt if prompt is not None else self.pending
-            oldest = self.buffered[0][1] if self.policy == "buffer" and self.buffered else t_call
+            oldest = self.buffered[0][1] if self.buffered else t_call  # "buffer" only
             self._generate(chunk, fresh, oldest)  # changes nothing unless it succeeds
             self.event, self.pending = fresh or self.event, None
             self.buffered = []
@@ -253,13 +255,15 @@ class WorldSession:
         self.step_index += 1
         if self.queue:
             self.last_frame, self.pose, self.last_twin, t_issued = self.queue.popleft()
+            self.on_screen = "generated"
         else:  # "buffer" before its first chunk: the last context frame stays on screen
             t_issued = None
         self._times.append(time.perf_counter() - t_call)
-        stats = self._stats(t_issued)
+        stats = self.stats(t_issued)
         stats["applied"] = self.policy == "buffer" or chunk is not None
         return StepResult(self.last_frame, self.pose, self.step_index, self.last_twin, stats)
 
+    @torch.no_grad()  # without it the cache would keep every chunk's autograd history
     def _generate(self, actions: list[Action], fresh: str | None, t_issued: float) -> None:
         """Make one chunk from f actions (with a fresh prompt or None) and queue its frames.
         Poses are computed (and may raise) before anything changes; the RNG is restored if
@@ -274,8 +278,7 @@ class WorldSession:
             poses = twin[1] if twin is not None else poses
             vec = np.stack([a.to_vector() for a in actions])  # (f, a)
             cond = self._cond(vec, poses, text)
-            noise = torch.randn((1, self.f, *self.cache_shape()), generator=self.rng)
-            from .sampler import sample_chunk
+            noise = torch.randn((1, self.f, *self._latent_shape()), generator=self.rng)
             x0 = sample_chunk(world.model, self.cache, noise.to(world.device), self.steps,
                               world.config.sample.solver, world.config.sample.guidance, **cond)
             world.model.append_chunk(x0, self.cache, **cond)
@@ -290,8 +293,9 @@ class WorldSession:
         for i in range(self.f):
             self.queue.append((frames[i], poses[i], None if twin is None else twin[0][i],
                                t_issued if i == 0 else None))
-        self._timing = {"text_ms": 1e3 * (t_text - t0), "engine_ms": 1e3 * (t1 - t_text), "transformer_ms": 1e3 * (t2 - t1),
-                        "decode_ms": 1e3 * (t3 - t2), "chunk_latency_ms": 1e3 * (t3 - t0)}
+        self._timing = {"text_ms": 1e3 * (t_text - t0), "engine_ms": 1e3 * (t1 - t_text),
+                        "transformer_ms": 1e3 * (t2 - t1), "decode_ms": 1e3 * (t3 - t2),
+                        "chunk_latency_ms": 1e3 * (t3 - t0)}
 
     def _integrate(self, actions: list[Action]) -> np.ndarray:
         """Poses (f, 4, 4) after each action, from the last generated pose."""
@@ -312,7 +316,7 @@ class WorldSession:
 
     # ---- conditioning -------------------------------------------------------------------
 
-    def cache_shape(self) -> tuple[int, int, int]:
+    def _latent_shape(self) -> tuple[int, int, int]:
         cfg = self.world.model.config
         return cfg.latent_channels, cfg.latent_size, cfg.latent_size  # (c, h', w')
 
@@ -334,7 +338,8 @@ class WorldSession:
         tokens = self.f * self.world.model.grid ** 2
         return 0 if keys is None else keys.shape[2] // tokens
 
-    def _stats(self, t_issued: float | None) -> dict:
+    def stats(self, t_issued: float | None = None) -> dict:
+        """The stats line of the frame on screen (key_to_pixel_ms when `t_issued` is given)."""
         busy = sum(self._times)
         stats = {"step": getattr(self, "step_index", 0),
                  "fps": len(self._times) / busy if busy > 0 else float("nan"),
@@ -344,8 +349,9 @@ class WorldSession:
                  "rss_mb": rss_mb(), **self._timing,
                  "key_to_pixel_ms": None if t_issued is None else
                  1e3 * (time.perf_counter() - t_issued)}
-        if self.last_twin is not None:
-            stats["psnr"] = frame_psnr(self.last_frame, self.last_twin)
+        # PSNR only scores generated frames; a context frame is the engine's own
+        stats["psnr"] = frame_psnr(self.last_frame, self.last_twin) \
+            if self.last_twin is not None and self.on_screen == "generated" else None
         return stats
 
     # ---- save / load --------------------------------------------------------------------
@@ -354,13 +360,13 @@ class WorldSession:
         """Everything a resumed session needs: (tensors, JSON-able metadata)."""
         if not self._started:
             raise RuntimeError("call reset() before state()/save()")
+        buffered = np.array([action_vector(a) for a, _ in self.buffered])
+        buffered = buffered.reshape(-1, ACTION_WIDTH)  # (m, a), also when empty
         tensors = {"rng": self.rng.get_state(), "pose": torch.from_numpy(self.pose.copy()),
                    "gen_pose": torch.from_numpy(self.gen_pose.copy()),
                    "last_frame": torch.from_numpy(self.last_frame.copy()),
-                   "log": torch.frombuffer(bytearray(self.log) or bytearray(1), dtype=torch.uint8),
-                   "buffered": torch.from_numpy(np.zeros((0, ACTION_WIDTH)) if not
-                                                self.buffered else np.stack(
-                                                    [action_vector(a) for a, _ in self.buffered]))}
+                   "log": torch.from_numpy(np.frombuffer(bytes(self.log), np.uint8).copy()),
+                   "buffered": torch.from_numpy(buffered)}  # (m, a) float64
         for i, (k, v) in enumerate(zip(self.cache.keys, self.cache.values)):
             if k is not None:
                 tensors[f"cache.k.{i}"], tensors[f"cache.v.{i}"] = k.cpu(), v.cpu()
@@ -377,10 +383,10 @@ class WorldSession:
                 "pending": self.pending, "scene": self.scene, "engine": self.engine_name,
                 "seed": self.seed, "policy": self.policy, "steps": self.steps,
                 "twin": self.engine is not None, "queue": len(self.queue),
-                "log_bytes": len(self.log), "size": self.world.size,
+                "on_screen": self.on_screen,
+                "size": self.world.size,
                 "log_prompts": {str(k): v for k, v in self.log_prompts.items()},
-                "model": {k: v for k, v in self.world.model.config.items()
-                          if not k.startswith("_")}}
+                "model": self._model_config()}
         return tensors, meta
 
     def save(self, path) -> Path:
@@ -408,8 +414,8 @@ class WorldSession:
             raise ValueError(f"{path} is not a saved session: expected {STATE_FILE} and "
                              f"{META_FILE}")
         meta = json.loads((path / META_FILE).read_text())
-        mine = json.loads(json.dumps(dict(self.world.model.config)))
-        for key, value in meta["model"].items():
+        mine = {**self._model_config(), "size": self.world.size}
+        for key, value in {**meta["model"], "size": meta["size"]}.items():
             if mine.get(key) != value:
                 raise ValueError(f"saved session has model {key}={value!r}; this world has "
                                  f"{key}={mine.get(key)!r}")
@@ -417,6 +423,11 @@ class WorldSession:
         engine = self._replay(meta, tensors) if meta["twin"] else None
         self.close()
         self._restore(meta, tensors, engine)
+
+    def _model_config(self) -> dict:
+        """The world model's architecture as JSON values (diffusers' own keys left out)."""
+        cfg = {k: v for k, v in self.world.model.config.items() if not k.startswith("_")}
+        return json.loads(json.dumps(cfg))
 
     def _replay(self, meta: dict, tensors: dict):
         """A fresh engine brought to the saved step by replaying the log."""
@@ -426,7 +437,7 @@ class WorldSession:
         engine.reset(seed=meta["seed"])
         for _ in range(self.f - 1):
             engine.step(Action())
-        log = tensors["log"][:meta["log_bytes"]].numpy().view(np.float64)
+        log = tensors["log"].numpy().view(np.float64)
         prompts = {int(k): v for k, v in meta["log_prompts"].items()}
         for i, vec in enumerate(log.reshape(-1, ACTION_WIDTH)):
             engine.step(Action.from_vector(vec), prompts.get(i))
@@ -447,19 +458,18 @@ class WorldSession:
         self.pending, self.policy, self.steps = meta["pending"], meta["policy"], meta["steps"]
         self.rng = torch.Generator()
         self.rng.set_state(tensors["rng"])
-        self.pose = tensors["pose"].numpy().copy()
-        self.gen_pose = tensors["gen_pose"].numpy().copy()
-        self.last_frame = tensors["last_frame"].numpy().copy()
-        self.last_twin = tensors["last_twin"].numpy().copy() if "last_twin" in tensors else None
-        self.queue = collections.deque(
-            (tensors[f"queue.{i}.frame"].numpy().copy(), tensors[f"queue.{i}.c2w"].numpy().copy(),
-             tensors[f"queue.{i}.twin"].numpy().copy() if f"queue.{i}.twin" in tensors else None,
-             None) for i in range(meta["queue"]))
+        arr = lambda k: tensors[k].numpy().copy() if k in tensors else None  # noqa: E731
+        self.pose, self.gen_pose = arr("pose"), arr("gen_pose")
+        self.last_frame = arr("last_frame")
+        self.last_twin = arr("last_twin")
+        self.queue = collections.deque((arr(f"queue.{i}.frame"), arr(f"queue.{i}.c2w"),
+                                        arr(f"queue.{i}.twin"), None)
+                                       for i in range(meta["queue"]))
         self.buffered = [(Action.from_vector(v), time.perf_counter())
                          for v in tensors["buffered"].numpy()]
-        self.log = bytearray(tensors["log"][:meta["log_bytes"]].numpy().tobytes())
+        self.log = bytearray(tensors["log"].numpy().tobytes())
         self.log_prompts = {int(k): v for k, v in meta["log_prompts"].items()}
-        self.step_index, self._started = meta["step"], True
+        self.step_index, self._started, self.on_screen = meta["step"], True, meta["on_screen"]
         self._times.clear()
 
 
@@ -485,7 +495,8 @@ def __getattr__(name: str):
         from . import play_widgets
 
         return getattr(play_widgets, name)
-    if name in ("demo_script", "parse_script", "load_script", "play_script", "write_mp4"):
+    if name in ("demo_script", "parse_script", "load_script", "play_script", "write_mp4",
+                "scores"):
         from . import play_cli
 
         return getattr(play_cli, name)

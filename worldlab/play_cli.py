@@ -120,8 +120,8 @@ def write_mp4(path, frames: np.ndarray, fps: float) -> Path:
 
 def scores(results) -> dict:
     """PSNR per step against the twin (None where there is none) and its mean."""
-    per_step = [r.stats.get("psnr") for r in results]
-    known = [p for p in per_step if p is not None and np.isfinite(p)]
+    per_step = [r.stats["psnr"] for r in results]
+    known = [p for p in per_step if p is not None]
     return {"psnr": per_step, "psnr_mean": float(np.mean(known)) if known else None}
 
 
@@ -139,7 +139,7 @@ def write_outputs(out: Path, first, results, fps: float) -> dict:
         written["side_by_side"] = str(write_mp4(out / "side_by_side.mp4", both, fps))
     data = {**scores(results), "steps": len(results),
             "chunk_latency_ms": [r.stats["chunk_latency_ms"] for r in results
-                                 if r.stats.get("applied") and "chunk_latency_ms" in r.stats],
+                                 if r.stats["key_to_pixel_ms"] is not None],
             "files": written}
     atomic_write_text(out / "scores.json", json.dumps(data, indent=2))
     return data
@@ -180,7 +180,8 @@ def configure_cli(parser) -> None:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--device", default="auto")
     parser.add_argument("--policy", choices=["hold", "buffer"], default="hold",
-                        help="hold: a chunk's first action drives it; buffer: frames lag a chunk")
+                        help="hold: a chunk's first action drives it; buffer: every "
+                             "action counts, frames lag a chunk")
     parser.add_argument("--sample-steps", type=int, default=None,
                         help="sampling steps per chunk (default: the world's config)")
     parser.add_argument("--no-twin", action="store_true", help="no ground-truth engine twin")
@@ -202,27 +203,27 @@ def bench_play(args) -> dict:
     session = WorldSession.from_pretrained(resolve_checkpoint(args.checkpoint))
     load_s = time.perf_counter() - t0
     session.reset(engine=session.world.config.data.engine, seed=0)
-    results, t_first = [], None
+    stats, t_first = [], None  # stats only: keeping the frames would inflate rss_mb_end
     t_loop = time.perf_counter()
     for action, prompt in script:
-        results.append(session.step(action, prompt))
+        stats.append(session.step(action, prompt).stats)
         t_first = t_first or time.perf_counter()
     elapsed = time.perf_counter() - t_loop
     session.close()
-    chunks = [r.stats for r in results if r.stats.get("applied") and "chunk_latency_ms"
-              in r.stats and r.stats["key_to_pixel_ms"] is not None]
+    chunks = [s for s in stats if s["key_to_pixel_ms"] is not None]  # chunk-making steps
     mean = lambda k: float(np.mean([c[k] for c in chunks]))  # noqa: E731
     data = {"steps": steps, "fps": steps / elapsed, "time_to_first_frame_s": t_first - t0,
             "load_s": load_s, "rss_mb_start": rss_start, "rss_mb_end": rss_mb(),
-            "rss_mb_after_first_chunk": results[0].stats["rss_mb"],
-            "cache_chunks_end": results[-1].stats["cache_chunks"],
+            "rss_mb_after_first_chunk": stats[0]["rss_mb"],
+            "cache_chunks_end": stats[-1]["cache_chunks"],
             "chunk_latency_ms": mean("chunk_latency_ms"),
             "chunk_latency_ms_p95": float(np.percentile([c["chunk_latency_ms"]
                                                          for c in chunks], 95)),
             "key_to_pixel_ms": mean("key_to_pixel_ms"),
             "breakdown_ms_per_chunk": {k: mean(f"{k}_ms") for k in
                                        ("transformer", "decode", "engine", "text")},
-            "psnr_mean": scores(results)["psnr_mean"], "policy": session.policy,
+            "psnr_mean": float(np.mean([s["psnr"] for s in stats if s["psnr"] is not None])),
+            "policy": session.policy,
             "chunk_frames": session.f, "sampling_steps": session.steps,
             "checkpoint": str(session.world.path), "device": str(session.world.device)}
     print_table([{k: v for k, v in data.items() if isinstance(v, (int, float))}],

@@ -26,9 +26,9 @@ import numpy as np
 import torch
 
 from .config import WorldConfig
+from .textenc import CaptionTable
 
 CAPTIONS_FILE = "captions.safetensors"
-_SEP = "\x1f"  # joins (scene, character, event) into one safetensors key
 
 
 def resolve_device(device: str = "auto") -> torch.device:
@@ -39,22 +39,6 @@ def resolve_device(device: str = "auto") -> torch.device:
     return torch.device(device)
 
 
-def save_caption_table(table: dict[tuple, torch.Tensor], path: Path) -> None:
-    """Caption -> (3, e) embeddings to safetensors (atomic)."""
-    from safetensors.torch import save_file
-
-    path = Path(path)
-    tmp = path.with_name(f".tmp-{path.name}")
-    save_file({_SEP.join(k): v.contiguous().float() for k, v in table.items()}, str(tmp))
-    tmp.replace(path)
-
-
-def load_caption_table(path: Path) -> dict[tuple, torch.Tensor]:
-    from safetensors.torch import load_file
-
-    return {tuple(k.split(_SEP)): v for k, v in load_file(str(path)).items()}
-
-
 @dataclass
 class World:
     ae: torch.nn.Module
@@ -62,8 +46,7 @@ class World:
     config: WorldConfig
     device: torch.device
     path: Path | None = None
-    captions: dict[tuple, torch.Tensor] = field(default_factory=dict)
-    _encoder: object = None
+    captions: CaptionTable = field(default_factory=CaptionTable)
 
     @property
     def chunk_frames(self) -> int:
@@ -90,15 +73,8 @@ class World:
         return tensor_to_frames(self.ae.decode(latents)[0])
 
     def embed(self, captions: list[tuple[str, str, str]]) -> torch.Tensor:
-        """n captions (scene, character, event) -> (1, n, 3, e); unseen ones are encoded."""
-        missing = [c for c in dict.fromkeys(map(tuple, captions)) if c not in self.captions]
-        if missing:
-            if self._encoder is None:
-                from .textenc import TextEncoder
-                self._encoder = TextEncoder()
-            for cap, emb in zip(missing, self._encoder.encode_captions(missing)):
-                self.captions[cap] = torch.as_tensor(emb, dtype=torch.float32)
-        return torch.stack([self.captions[tuple(c)] for c in captions])[None].to(self.device)
+        """n captions (scene, character, event) -> (1, n, 3, e) on the world's device."""
+        return self.captions.embed([captions]).to(self.device)
 
 
 def load_world(path: str | Path, device: str = "auto", subfolder: str = "world") -> World:
@@ -113,11 +89,40 @@ def load_world(path: str | Path, device: str = "auto", subfolder: str = "world")
                              f"autoencoder/, {subfolder}/ and world_config.json)")
     dev = resolve_device(device)
     cfg = WorldConfig.from_dict(json.loads((path / "world_config.json").read_text()))
-    ae = VideoAutoencoder.from_pretrained(path / "autoencoder").to(dev).eval()
-    model = WorldModel.from_pretrained(path / subfolder).to(dev).eval()
+    # shipped weights may be float16 (half the size); compute in float32
+    ae = VideoAutoencoder.from_pretrained(path / "autoencoder").float().to(dev).eval()
+    model = WorldModel.from_pretrained(path / subfolder).float().to(dev).eval()
     if model.config.latent_channels != ae.config.latent_channels:
         raise ValueError(f"world model expects {model.config.latent_channels} latent "
                          f"channels but the autoencoder makes {ae.config.latent_channels}")
-    captions = load_caption_table(path / CAPTIONS_FILE) if (path / CAPTIONS_FILE).exists() \
-        else {}
+    captions = CaptionTable.load(path / CAPTIONS_FILE) if (path / CAPTIONS_FILE).exists() \
+        else CaptionTable()
     return World(ae, model, cfg, dev, path, captions)
+
+
+def package_world(autoencoder: str | Path, world: str | Path, config: str | Path,
+                  out: str | Path, captions: str | Path | None = None, half: bool = True,
+                  max_shard_size: str = "10MB") -> Path:
+    """Assemble a world directory from training outputs, atomically.
+
+    autoencoder, world: `save_pretrained` directories (e.g. runs/ae/model, runs/world/ema);
+    config: the run's world_config.json; captions: its captions.safetensors. `half` stores
+    float16 weights (loading casts back to float32); shards keep every file small.
+    """
+    import shutil
+
+    from .autoencoder import VideoAutoencoder
+    from .checkpoints import atomic_dir
+    from .model.dit import WorldModel
+
+    def write(tmp: Path) -> None:
+        for cls, src, name in ((VideoAutoencoder, autoencoder, "autoencoder"),
+                               (WorldModel, world, "world")):
+            m = cls.from_pretrained(src)
+            (m.half() if half else m).save_pretrained(tmp / name, safe_serialization=True,
+                                                      max_shard_size=max_shard_size)
+        WorldConfig.from_dict(json.loads(Path(config).read_text()))  # validate before copying
+        shutil.copy(config, tmp / "world_config.json")
+        if captions is not None:
+            CaptionTable.load(captions).save(tmp / CAPTIONS_FILE)
+    return atomic_dir(Path(out), write)

@@ -15,7 +15,10 @@ Shape names: t time, a action width.
 from __future__ import annotations
 
 import argparse
+import inspect
 import multiprocessing as mp
+import multiprocessing.util
+import signal
 from collections import Counter
 from pathlib import Path
 
@@ -26,6 +29,7 @@ from .engines import Engine, Event, make_engine
 from .engines.policies import POLICIES, make_policy, with_events
 from .episodes import Episode, EpisodeStore, make_meta, prompts_from_steps
 
+DOOM_TICS_PER_SECOND = 35.0  # DOOM's fixed game clock
 DEFAULT_FPS = 8.75  # DOOM's pace at its default 4 tics per step
 CHARACTER = "a first-person player"  # the caption's character field for every engine
 SCENES = {"doom": "a DOOM level (Freedoom): corridors, rooms, stairs and doors",
@@ -40,9 +44,7 @@ def engine_fps(engine: Engine) -> float:
     if hasattr(engine, "fps"):
         return float(engine.fps)
     if hasattr(engine, "tics"):
-        from .engines.doom import TICS_PER_SECOND
-
-        return TICS_PER_SECOND / engine.tics
+        return DOOM_TICS_PER_SECOND / engine.tics
     return DEFAULT_FPS
 
 
@@ -51,24 +53,25 @@ def engine_fps(engine: Engine) -> float:
 # ----------------------------------------------------------------------------------------
 
 
-def record_with(engine: Engine, seed: int, frames: int, policy: str = "mix",
-                event_rate: float = 0.0, callback=None) -> Episode:
-    """Play `frames - 1` steps of `policy` on an open engine from `engine.reset(seed)`.
+def _episode_end_error(engine: Engine) -> tuple[type, ...]:
+    """The exception an engine raises when its game ends early (DOOM: `EpisodeFinished`,
+    the player died or left the map); `()` for engines whose episodes never end."""
+    error = getattr(inspect.getmodule(engine), "EpisodeFinished", None)
+    return (error,) if isinstance(error, type) else ()
 
-    `callback(step, obs)` is called after every frame (for progress reporting).
-    """
-    if not (isinstance(frames, int) and frames >= 1):
-        raise ValueError(f"frames must be a positive integer, got {frames!r}")
-    player = make_policy(policy, seed)
-    if event_rate > 0:
-        player = with_events(player, engine.events, event_rate, seed)
-    player.reset(seed, frames - 1)
+
+def _play(engine: Engine, player, seed: int, frames: int, callback) -> tuple[list, list, list,
+                                                                          list, str | None]:
+    """(observations, actions, prompts, events, why it ended early or None)."""
     obs = engine.reset(seed=seed)
     observations, actions, prompts = [obs], [np.zeros(ACTION_WIDTH, np.float32)], [None]
     events = [Event(e.name, e.text, 0) for e in obs.events]
     for i in range(1, frames):
         action, prompt = player.act(obs)
-        obs = engine.step(action, prompt)
+        try:
+            obs = engine.step(action, prompt)
+        except _episode_end_error(engine) as e:  # keep the frames played so far
+            return observations, actions, prompts, events, str(e)
         observations.append(obs)
         actions.append(action.to_vector())
         prompts.append(prompt)
@@ -76,15 +79,34 @@ def record_with(engine: Engine, seed: int, frames: int, policy: str = "mix",
         events += [Event(e.name, e.text, i) for e in obs.events]
         if callback is not None:
             callback(i, obs)
+    return observations, actions, prompts, events, None
+
+
+def record_with(engine: Engine, seed: int, frames: int, policy: str = "mix",
+                event_rate: float = 0.0, callback=None) -> Episode:
+    """Play `frames - 1` steps of `policy` on an open engine from `engine.reset(seed)`.
+
+    If the game ends early (DOOM: the player died) the episode is shorter and meta
+    `ended` says why. `callback(step, obs)` is called after every frame.
+    """
+    if not (isinstance(frames, int) and frames >= 1):
+        raise ValueError(f"frames must be a positive integer, got {frames!r}")
+    player = make_policy(policy, seed)
+    if event_rate > 0:
+        player = with_events(player, engine.events, event_rate, seed)
+    player.reset(seed, frames - 1)
+    observations, actions, prompts, events, ended = _play(engine, player, seed, frames,
+                                                          callback)
     stack = lambda k: np.stack([getattr(o, k) for o in observations])  # noqa: E731
     instance = None if observations[0].instance is None else stack("instance").astype(np.int32)
     meta = make_meta(engine.name, engine_fps(engine), map=getattr(engine, "map", None),
-                     seed=seed, policy=player.name, size=int(obs.rgb.shape[0]),
-                     event_rate=event_rate)
+                     seed=seed, policy=player.name, size=int(observations[0].rgb.shape[0]),
+                     event_rate=event_rate, ended=ended)
+    scene = SCENES.get(engine.name, engine.name)
     return Episode(rgb=stack("rgb"), depth=stack("depth").astype(np.float32),
                    c2w=stack("c2w").astype(np.float64), K=stack("K").astype(np.float64),
                    actions=np.stack(actions), instance=instance,
-                   prompts=prompts_from_steps(prompts, SCENES.get(engine.name, engine.name), CHARACTER),
+                   prompts=prompts_from_steps(prompts, scene, CHARACTER),
                    events=events, meta=meta).validate()
 
 
@@ -106,7 +128,15 @@ _WORKER: dict = {}  # the engine of this worker process
 
 
 def _init_worker(engine_name: str, size: int, engine_opts: dict) -> None:
-    _WORKER["engine"] = make_engine(engine_name, size=size, **engine_opts)
+    engine = _WORKER["engine"] = make_engine(engine_name, size=size, **engine_opts)
+    # close the engine when the worker exits, also when the pool terminates it (SIGTERM):
+    # otherwise DOOM's game process outlives the worker
+    mp.util.Finalize(None, engine.close, exitpriority=10)
+    signal.signal(signal.SIGTERM, _exit_worker)
+
+
+def _exit_worker(signum, frame) -> None:
+    raise SystemExit(0)  # unwinds to multiprocessing's exit handlers, which run Finalize
 
 
 def _record_seed(job: tuple) -> tuple[int, Episode]:
@@ -116,11 +146,11 @@ def _record_seed(job: tuple) -> tuple[int, Episode]:
 
 def record_many(store: EpisodeStore, engine_name: str, seeds: list[int], frames: int,
                 size: int, policy: str = "mix", event_rate: float = 0.0, workers: int = 1,
-                callback=None, **engine_opts) -> list[str]:
+                callback=None, overwrite: bool = False, **engine_opts) -> list[str]:
     """Record one episode per seed into `store` as `<engine>-<seed>`; return the ids.
 
-    Fails before recording anything if one of the ids exists. `callback(id)` after each
-    write. Workers are forked (not spawned: `python -m worldlab` is not import-safe as a
+    Unless `overwrite`, fails before recording anything if one of the ids exists.
+    `callback(id)` after each write. Workers are forked (not spawned: `python -m worldlab` is not import-safe as a
     main module, and forking skips re-importing torch in every worker).
     """
     if not (isinstance(workers, int) and workers >= 1):
@@ -130,7 +160,7 @@ def record_many(store: EpisodeStore, engine_name: str, seeds: list[int], frames:
                          f"or 'mix'")
     ids = [f"{engine_name}-{s:06d}" for s in seeds]
     taken = [i for i in ids if store.path(i).exists()]
-    if taken:
+    if taken and not overwrite:
         raise ValueError(f"episode {taken[0]!r} already exists in {store.root}; choose "
                          f"another --seed or --out")
     jobs = [(s, frames, policy, event_rate) for s in seeds]
@@ -138,19 +168,22 @@ def record_many(store: EpisodeStore, engine_name: str, seeds: list[int], frames:
         _init_worker(engine_name, size, engine_opts)
         try:
             results = map(_record_seed, jobs)
-            _write_all(store, engine_name, results, callback)
+            _write_all(store, engine_name, results, callback, overwrite)
         finally:
             _WORKER.pop("engine").close()
         return ids
     ctx = mp.get_context("fork")
     with ctx.Pool(workers, _init_worker, (engine_name, size, engine_opts)) as pool:
-        _write_all(store, engine_name, pool.imap(_record_seed, jobs), callback)
+        _write_all(store, engine_name, pool.imap(_record_seed, jobs), callback, overwrite)
+        pool.close()  # let the workers exit on their own (closing their engines)
+        pool.join()
     return ids
 
 
-def _write_all(store: EpisodeStore, engine_name: str, results, callback) -> None:
+def _write_all(store: EpisodeStore, engine_name: str, results, callback,
+               overwrite: bool) -> None:
     for seed, episode in results:
-        episode_id = store.write(episode, f"{engine_name}-{seed:06d}")
+        episode_id = store.write(episode, f"{engine_name}-{seed:06d}", overwrite=overwrite)
         if callback is not None:
             callback(episode_id)
 
@@ -213,9 +246,14 @@ def _cmd_record(args) -> int:
     store = EpisodeStore(args.out)
     seeds = list(range(args.seed, args.seed + args.episodes))
     opts = {"map": args.map} if args.map else {}
+    if args.no_metric_depth:
+        if args.engine != "doom":
+            raise ValueError(f"--no-metric-depth is a doom option; --engine is {args.engine!r}")
+        opts["metric_depth"] = False
     with tqdm(total=len(seeds), desc=f"record {args.engine}", unit="episode") as bar:
         record_many(store, args.engine, seeds, args.frames, args.size, args.policy,
-                    args.event_rate, args.workers, callback=lambda _: bar.update(), **opts)
+                    args.event_rate, args.workers, callback=lambda _: bar.update(),
+                    overwrite=args.overwrite, **opts)
     print(format_index(store))
     return 0
 
@@ -256,7 +294,11 @@ def configure_cli(parser: argparse.ArgumentParser) -> None:
                      help="probability per step of an event prompt")
     rec.add_argument("--seed", type=int, default=0, help="episode k uses seed + k")
     rec.add_argument("--map", default=None, help="doom map name (e.g. MAP01)")
+    rec.add_argument("--no-metric-depth", action="store_true",
+                     help="doom: keep the coarse depth buffer, skip the mesh ray cast (3x "
+                          "faster, no open3d; enough for training the world model)")
     rec.add_argument("--out", required=True, help="store directory, e.g. runs/data/doom")
+    rec.add_argument("--overwrite", action="store_true", help="replace episodes with these ids")
     rec.set_defaults(func=_cmd_record)
     info = sub.add_parser("info", help="print the index summary of a store")
     info.add_argument("--store", required=True)

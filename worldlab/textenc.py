@@ -100,3 +100,51 @@ class TextEncoder:
                 if text.strip():
                     out[i, j] = self.encode([text])[0]
         return out
+
+
+class CaptionTable:
+    """Caption embeddings computed once per distinct (scene, character, event) and reused.
+
+    The table can be saved next to a checkpoint (`save`) and loaded where the text model is
+    not installed (`load`): captions it holds need no encoder; an unseen one loads it.
+    """
+
+    _SEP = "\x1f"  # joins the three fields into one safetensors key
+
+    def __init__(self, encoder: TextEncoder | None = None,
+                 table: dict[tuple, torch.Tensor] | None = None):
+        self.encoder, self.table = encoder, dict(table or {})
+
+    def embed(self, captions: list[list[tuple]]) -> torch.Tensor:
+        """captions: b lists of n (scene, character, event) -> (b, n, 3, e) float32."""
+        missing = sorted({tuple(c) for item in captions for c in item} - set(self.table))
+        if missing:
+            if self.encoder is None:
+                self.encoder = TextEncoder()
+            for cap, emb in zip(missing, self.encoder.encode_captions(missing)):
+                self.table[cap] = torch.as_tensor(emb, dtype=torch.float32)
+        return torch.stack([torch.stack([self.table[tuple(c)] for c in item])
+                            for item in captions])
+
+    def save(self, path) -> None:
+        """Write the table as safetensors, atomically (temp file + rename)."""
+        from pathlib import Path
+
+        from safetensors.torch import save_file
+
+        path = Path(path)
+        tmp = path.with_name(f".tmp-{path.name}")
+        save_file({self._SEP.join(k): v.contiguous().float() for k, v in self.table.items()},
+                  str(tmp))
+        os.replace(tmp, path)
+
+    @classmethod
+    def load(cls, path, encoder: TextEncoder | None = None) -> "CaptionTable":
+        from safetensors.torch import load_file
+
+        table = {tuple(k.split(cls._SEP)): v for k, v in load_file(str(path)).items()}
+        bad = [k for k in table if len(k) != len(FIELDS)]
+        if bad:
+            raise ValueError(f"{path}: caption key {bad[0]!r} does not have the fields "
+                             f"{FIELDS}")
+        return cls(encoder, table)

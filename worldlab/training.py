@@ -21,7 +21,9 @@ width, k text tokens (scene / character / event), e text width.
 from __future__ import annotations
 
 import copy
+import dataclasses
 import math
+import time
 from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
@@ -32,6 +34,7 @@ import torch
 from .checkpoints import (atomic_write_text, latest_checkpoint, load_checkpoint, save_checkpoint,
                           save_model_dir)
 from .config import TrainConfig
+from .textenc import CaptionTable
 
 FORCINGS = ("teacher", "diffusion")
 TIME_SCHEDULES = ("logit_normal", "uniform")
@@ -62,7 +65,7 @@ class StepBatchSampler(torch.utils.data.Sampler):
     def __init__(self, n: int, batch_size: int, seed: int, start: int, stop: int,
                  rank: int = 0):
         if n < 1:
-            raise ValueError(f"the dataset is empty (0 items); expected at least 1")
+            raise ValueError("the dataset is empty (0 items); expected at least 1")
         self.n, self.batch_size, self.seed = n, batch_size, seed
         self.start, self.stop, self.rank = start, stop, rank
 
@@ -137,24 +140,6 @@ def flow_matching_loss(model, latents: torch.Tensor, *, chunk_frames: int,
     mask = mask.to(dev)
     loss = (per_chunk * mask).sum() / mask.sum()
     return loss, {"t_mean": float((t * mask).sum() / mask.sum())}
-
-
-class CaptionTable:
-    """Caption embeddings computed once per distinct (scene, character, event) and reused."""
-
-    def __init__(self, encoder=None):
-        if encoder is None:
-            from .textenc import TextEncoder
-            encoder = TextEncoder()
-        self.encoder, self.table = encoder, {}
-
-    def embed(self, captions: list[list[tuple]]) -> torch.Tensor:
-        """captions: b lists of n (scene, character, event) -> (b, n, 3, e) float32."""
-        missing = sorted({c for item in captions for c in item} - set(self.table))
-        if missing:
-            for cap, emb in zip(missing, self.encoder.encode_captions(missing)):
-                self.table[cap] = torch.as_tensor(emb, dtype=torch.float32)
-        return torch.stack([torch.stack([self.table[c] for c in item]) for item in captions])
 
 
 def world_model_loss(cfg: TrainConfig, chunk_frames: int, captions: CaptionTable | None):
@@ -261,6 +246,26 @@ def fit(model, dataset, cfg: TrainConfig, loss_fn: Callable, callbacks: Iterable
     return {**state, "model": model, "ema": ema}
 
 
+def steps_for_budget(model, dataset, cfg: TrainConfig, loss_fn: Callable, minutes: float,
+                     accelerator=None, collate_fn=None, probe_steps: int = 20) -> int:
+    """How many steps of `fit` fit in `minutes`, timed on a throwaway copy of the model.
+
+    The schedule (warmup, cosine) is a function of cfg.steps, so a wall-clock budget is
+    turned into a step count up front rather than by stopping a run half-way down its
+    schedule. The first 3 probe steps are not timed (allocation, kernel selection).
+    """
+    if not minutes > 0:
+        raise ValueError(f"minutes must be positive, got {minutes!r}")
+    probe = copy.deepcopy(model)
+    ticks: list[float] = []
+    fit(probe, dataset, dataclasses.replace(cfg, steps=probe_steps + 3, ema_decay=0.0),
+        loss_fn, callbacks=[lambda state: ticks.append(time.perf_counter())],
+        accelerator=accelerator, collate_fn=collate_fn)
+    per_step = (ticks[-1] - ticks[2]) / (len(ticks) - 3)
+    del probe
+    return max(1, int(minutes * 60 / per_step))
+
+
 def _train_step(wrapped, model, ema, opt, acc, loss_fn, cfg: TrainConfig, step: int,
                 batch) -> dict[str, Any]:
     lr = lr_at(step, cfg)
@@ -304,6 +309,10 @@ def configure_cli(parser) -> None:
         p.add_argument("--steps", type=int, default=None, help="override the preset's steps")
         p.add_argument("--resume", action="store_true", help="continue from --out's checkpoint")
         p.add_argument("--device", default="auto", help="auto | cpu | cuda")
+        p.add_argument("--batch-size", type=int, default=None, help="override the preset's")
+        p.add_argument("--minutes", type=float, default=None,
+                       help="wall-clock budget: the step count is timed to fit it "
+                            "(replaces --steps)")
         p.set_defaults(func=func)
         if name == "autoencoder":
             p.add_argument("--holdout", type=float, default=0.1,
@@ -313,6 +322,34 @@ def configure_cli(parser) -> None:
                            help="autoencoder directory (needed to fill the latent cache)")
             p.add_argument("--latents", default=None, help="latent cache (default <data>/latents)")
             p.add_argument("--no-text", action="store_true", help="train without captions")
+            p.add_argument("--captions", default=None,
+                           help="caption table (safetensors) to start from; the table used "
+                                "is saved as <out>/captions.safetensors")
+    _add_package_cli(sub)
+
+
+def _add_package_cli(sub) -> None:
+    p = sub.add_parser("package", help="assemble a world directory from training outputs",
+                       description="autoencoder + world model + config (+ captions) -> one "
+                                   "directory that pretrained.load_world reads")
+    p.add_argument("--autoencoder", required=True, help="e.g. runs/ae/model")
+    p.add_argument("--world", required=True, help="world run directory, e.g. runs/world")
+    p.add_argument("--weights", default="ema", help="subfolder of --world: ema | model")
+    p.add_argument("--out", required=True, help="e.g. data/checkpoints/doom64")
+    p.add_argument("--full", action="store_true", help="keep float32 (default: float16)")
+    p.set_defaults(func=_cli_package)
+
+
+def _cli_package(args) -> int:
+    from .pretrained import package_world
+
+    run = Path(args.world)
+    captions = run / "captions.safetensors"
+    out = package_world(args.autoencoder, run / args.weights, run / "world_config.json",
+                        args.out, captions if captions.exists() else None, half=not args.full)
+    size = sum(f.stat().st_size for f in out.rglob("*") if f.is_file())
+    print(f"packaged {out} ({size / 2**20:.1f} MiB)")
+    return 0
 
 
 def _progress(total: int):
@@ -347,16 +384,22 @@ def _cli_autoencoder(args) -> int:
     cfg = make_config(args.preset).autoencoder
     if args.steps is not None:
         cfg.steps = args.steps
+    if args.batch_size is not None:
+        cfg.batch_size = args.batch_size
     store = EpisodeStore(args.data)
     train_ids, held_ids = _split_episodes(store.ids(), args.holdout)
     rgb, depth = A.load_frames(store, train_ids, cfg.depth_channel)
     ae = A.VideoAutoencoder.from_config_dataclass(cfg)
     tc = A.autoencoder_train_config(cfg)
+    acc = make_accelerator(tc, args.device)
+    if args.minutes:
+        tc = A.autoencoder_train_config(cfg, steps=steps_for_budget(
+            ae, A.FrameDataset(rgb, depth), tc, A.autoencoder_loss(cfg), args.minutes, acc))
     print(f"autoencoder: {sum(p.numel() for p in ae.parameters()):,} parameters, "
-          f"{len(rgb)} training frames from {len(train_ids)} episodes")
+          f"{len(rgb)} training frames from {len(train_ids)} episodes, {tc.steps} steps")
     bar, cb = _progress(tc.steps)
     A.train_autoencoder(ae, rgb, cfg, depth=depth, train=tc, callbacks=[cb], out_dir=args.out,
-                        resume=args.resume, accelerator=make_accelerator(tc, args.device))
+                        resume=args.resume, accelerator=acc)
     bar.close()
     ae.eval()
     A.fit_latent_scale(ae, A.frames_to_tensor(rgb[:2048], None if depth is None
@@ -380,29 +423,39 @@ def _cli_world(args) -> int:
     cfg = make_config(args.preset)
     if args.steps is not None:
         cfg.train.steps = args.steps
+    if args.batch_size is not None:
+        cfg.train.batch_size = args.batch_size
     store = EpisodeStore(args.data)
+    acc = make_accelerator(cfg.train, args.device)
     cache = LatentCache(args.latents or Path(args.data) / "latents")
     if not all(cache.has(i) for i in store.ids()):
         if args.autoencoder is None:
             raise ValueError(f"the latent cache {cache.root} is incomplete; pass "
                              f"--autoencoder DIR to fill it")
-        n = encode_store(VideoAutoencoder.from_pretrained(args.autoencoder).eval(), store, cache)
+        ae = VideoAutoencoder.from_pretrained(args.autoencoder).to(acc.device).eval()
+        n = encode_store(ae, store, cache)
         print(f"encoded {n} episodes into {cache.root}")
     sample = cache.get(store.ids()[0])  # (t, c, h', w')
     model = WorldModel.from_config_dataclass(cfg.model, sample.shape[1], sample.shape[-1])
     cf = cfg.model.chunk_frames
     clips = EpisodeClips(store, clip_frames=cf * cfg.data.clip_chunks, chunk_frames=cf,
-                         stride=cf, latents=cache)
-    captions = None if args.no_text else CaptionTable()
+                         stride=cf, latents=cache, cache_episodes=len(store.ids()))
+    captions = None if args.no_text else (
+        CaptionTable.load(args.captions) if args.captions else CaptionTable())
+    loss_fn = world_model_loss(cfg.train, cf, captions)
+    if args.minutes:
+        cfg.train.steps = steps_for_budget(model, clips, cfg.train, loss_fn, args.minutes, acc,
+                                           collate_fn=collate_clips)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     atomic_write_text(out / "world_config.json", cfg.to_json())
     print(f"world model: {sum(p.numel() for p in model.parameters()):,} parameters, "
-          f"{len(clips)} clips")
+          f"{len(clips)} clips, {cfg.train.steps} steps")
     bar, cb = _progress(cfg.train.steps)
-    state = fit(model, clips, cfg.train, world_model_loss(cfg.train, cf, captions),
-                callbacks=[cb], out_dir=out, resume=args.resume, collate_fn=collate_clips,
-                accelerator=make_accelerator(cfg.train, args.device))
+    state = fit(model, clips, cfg.train, loss_fn, callbacks=[cb], out_dir=out,
+                resume=args.resume, collate_fn=collate_clips, accelerator=acc)
     bar.close()
+    if captions is not None:
+        captions.save(out / "captions.safetensors")
     print(f"step {state['step']}: loss {state.get('loss', float('nan')):.4f}; saved {out}")
     return 0

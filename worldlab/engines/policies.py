@@ -10,7 +10,7 @@ canonical Action units: metres and degrees per step.
     turn_around        turn in place through a full circle
     leave_and_return   wander out, then retrace the observed path exactly backwards
     asymmetric_return  a square loop back to the start, seen from a new direction
-    mix                one of the above per episode, chosen by the seed
+    mix                one of the above per episode, chosen by the seed (MIX_SCHEDULE)
 
 `with_events(policy, engine.events, rate, seed)` sprinkles event prompts over any policy.
 """
@@ -229,15 +229,18 @@ def with_events(policy: Policy, specs, rate: float, seed: int = 0) -> Policy:
 
 POLICIES: dict[str, type[Policy]] = {p.name: p for p in (RandomWalk, TurnAround,
                                                          LeaveAndReturn, AsymmetricReturn)}
-MIX_WEIGHTS = {"random_walk": 0.4, "leave_and_return": 0.3, "asymmetric_return": 0.2,
-               "turn_around": 0.1}  # mostly wandering; revisits for the memory to learn
+# "mix": seed k plays MIX_SCHEDULE[k % 10]: mostly wandering, with revisits for the memory
+# to learn; a fixed cycle rather than a random draw, so small sets are diverse too (seeds
+# 0-3 play all four)
+MIX_SCHEDULE = ("random_walk", "leave_and_return", "asymmetric_return", "turn_around",
+                "random_walk", "leave_and_return", "random_walk", "asymmetric_return",
+                "leave_and_return", "random_walk")
 
 
 def make_policy(name: str, seed: int = 0, **options) -> Policy:
-    """A policy by name; "mix" draws one per seed with MIX_WEIGHTS."""
+    """A policy by name; "mix" picks one by seed from MIX_SCHEDULE."""
     if name == "mix":
-        rng = np.random.default_rng([seed, 7])
-        name = str(rng.choice(list(MIX_WEIGHTS), p=list(MIX_WEIGHTS.values())))
+        name = MIX_SCHEDULE[seed % len(MIX_SCHEDULE)]
     if name not in POLICIES:
         raise ValueError(f"unknown policy {name!r}; expected one of {sorted(POLICIES)} or 'mix'")
     return POLICIES[name](**options)

@@ -1,0 +1,308 @@
+"""Live play: the step stream, prompts at chunk boundaries, the bounded cache, save/load
+identity, bad input, the widget shell and the scripted CLI. A tiny randomised world
+(tiny preset, 32x32 frames) and the procedural engine at 32x32 as the twin; seeded."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+import torch
+
+import worldlab as wl
+from worldlab.autoencoder import VideoAutoencoder
+from worldlab.camera import Action
+from worldlab.model.dit import WorldModel
+from worldlab.play import WorldSession
+from worldlab.pretrained import load_world
+
+WALK = [Action(forward=0.2, yaw=4.0), Action(right=0.1), Action(yaw=-6.0, pitch=2.0),
+        Action(forward=0.25, buttons={"jump"})]
+
+
+def make_tiny_world(path, seed: int = 0):
+    """An untrained tiny world on disk (the layout of worldlab.pretrained). The layers that
+    start at zero are randomised so that actions, poses and text all change the output."""
+    cfg = wl.make_config("tiny", data__engine="procedural")
+    torch.manual_seed(seed)
+    ae = VideoAutoencoder.from_config_dataclass(cfg.autoencoder)
+    model = WorldModel.from_config_dataclass(cfg.model, cfg.autoencoder.latent_channels,
+                                             cfg.data.size // ae.downsample)
+    with torch.no_grad():
+        for p in model.parameters():
+            if p.ndim and bool((p == 0).all()):
+                p.normal_(0.0, 0.05)
+    ae.save_pretrained(path / "autoencoder")
+    model.save_pretrained(path / "world")
+    (path / "world_config.json").write_text(cfg.to_json())
+    return path
+
+
+@pytest.fixture(scope="module", autouse=True)
+def one_thread():
+    """Tiny tensors: one thread avoids oversubscribing a shared 2-core machine."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
+@pytest.fixture(scope="module")
+def world_dir(tmp_path_factory):
+    return make_tiny_world(tmp_path_factory.mktemp("tiny_world"))
+
+
+@pytest.fixture(scope="module")
+def world(world_dir):
+    return load_world(world_dir, device="cpu")  # shared: its text-embedding cache too
+
+
+def session(world, policy="hold", twin=True, seed=0) -> WorldSession:
+    s = WorldSession(world, twin=twin, policy=policy)
+    s.reset(engine="procedural", seed=seed)
+    return s
+
+
+def assert_same_state(a, b):
+    (ta, ma), (tb, mb) = a, b
+    assert ma == mb
+    assert sorted(ta) == sorted(tb)
+    for k in ta:
+        assert torch.equal(ta[k], tb[k]), k
+
+
+# ----------------------------------------------------------------------------------------
+# The step stream
+# ----------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("policy", ["hold", "buffer"])
+def test_step_stream_shapes_and_chunks(world, policy):
+    s = session(world, policy)
+    f, size = world.chunk_frames, world.size
+    results = [s.step(WALK[i % 4]) for i in range(2 * f + 1)]
+    for i, r in enumerate(results, start=1):
+        assert r.frame.shape == (size, size, 3) and r.frame.dtype == np.uint8
+        assert r.twin_frame.shape == (size, size, 3) and r.c2w.shape == (4, 4)
+        assert r.step == i
+        # PSNR scores generated frames only ("buffer" shows the context frame at first)
+        assert (r.stats["psnr"] is None) == (policy == "buffer" and i < f)
+    applied = [r.stats["applied"] for r in results]
+    if policy == "hold":  # a chunk is made on its first step: steps 1, f + 1, 2 f + 1
+        assert applied == [i % f == 0 for i in range(2 * f + 1)]
+        assert [r.stats["key_to_pixel_ms"] is not None for r in results] == applied
+    else:  # made when the f-th action arrives; earlier steps repeat the context frame
+        made = [r.stats["key_to_pixel_ms"] is not None for r in results]
+        assert made == [i % f == f - 1 for i in range(2 * f + 1)]
+        assert all(np.array_equal(r.frame, results[0].frame) for r in results[:f - 1])
+    assert s.cache.chunks == 1 + sum(r.stats["key_to_pixel_ms"] is not None for r in results)
+
+
+def test_hold_policy_holds_the_chunks_first_action(world):
+    """Without the twin, poses integrate the held action; mid-chunk actions do nothing."""
+    f = world.chunk_frames
+    a, b = session(world, twin=False), session(world, twin=False)
+    ra = [a.step(Action(forward=0.2)) for _ in range(f)]
+    rb = [b.step(Action(forward=0.2))] + [b.step(Action(yaw=30.0)) for _ in range(f - 1)]
+    for x, y in zip(ra, rb):
+        assert np.array_equal(x.frame, y.frame) and np.allclose(x.c2w, y.c2w)
+    steps = np.array([r.c2w[:3, 3] for r in ra])
+    assert np.allclose(np.linalg.norm(np.diff(steps, axis=0), axis=1), 0.2)
+
+
+def test_twin_poses_condition_the_model(world):
+    """With the twin, each frame's pose is the engine's pose after the same actions."""
+    from worldlab.engines import make_engine
+
+    f = world.chunk_frames
+    s = session(world)
+    results = [s.step(WALK[i % 4]) for i in range(2 * f)]
+    engine = make_engine("procedural", size=world.size)
+    engine.reset(seed=0)
+    for _ in range(f - 1):  # the context chunk: reset + f - 1 no-op steps
+        engine.step(Action())
+    for i, r in enumerate(results):  # "hold": each chunk plays its first action f times
+        obs = engine.step(WALK[(i - i % f) % 4])
+        assert np.array_equal(r.c2w, obs.c2w) and np.array_equal(r.twin_frame, obs.rgb)
+    engine.close()
+
+
+def test_prompt_takes_effect_at_the_next_chunk_boundary_only(world):
+    f = world.chunk_frames
+    plain, prompted = session(world), session(world)
+    rp = [plain.step(WALK[i % 4]) for i in range(2 * f)]
+    rq = [prompted.step(WALK[i % 4], "summon a monster" if i == 1 else None)
+          for i in range(2 * f)]
+    for x, y in zip(rp[:f], rq[:f]):  # the chunk already made is never touched
+        assert np.array_equal(x.frame, y.frame)
+    assert rq[1].stats["pending_prompt"] == "summon a monster"
+    assert rq[f - 1].stats["event"] == "" and rq[f].stats["event"] == "summon a monster"
+    assert not np.array_equal(rp[f].frame, rq[f].frame)  # the next chunk sees the caption
+
+
+def test_cache_is_bounded_and_memory_flat(world):
+    s = session(world, twin=False)
+    window = world.model.config.window_chunks
+    for i in range(world.chunk_frames * (window + 3)):
+        r = s.step(WALK[i % 4])
+    assert r.stats["cache_chunks"] == window and s.cache.chunks == window + 4
+    keys = s.cache.keys[0].shape[2]
+    assert keys == window * world.chunk_frames * world.model.grid ** 2
+    assert len(s.queue) < world.chunk_frames and len(s.log) == 0  # no twin: no replay log
+    # no autograd history hangs off the cache (it would chain every chunk ever appended)
+    assert not any(k.requires_grad or k.grad_fn for k in s.cache.keys + s.cache.values)
+
+
+# ----------------------------------------------------------------------------------------
+# Save / load
+# ----------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("policy", ["hold", "buffer"])
+def test_save_load_resumes_identically(world, tmp_path, policy):
+    f = world.chunk_frames
+    script = [(WALK[i % 4], "open the door" if i == 3 else None) for i in range(3 * f + 2)]
+    cut = f + 2  # mid-chunk: queued frames and (buffer) waiting actions are saved too
+    ref = session(world, policy)
+    expected = [ref.step(a, p) for a, p in script]
+
+    first = session(world, policy)
+    for a, p in script[:cut]:
+        first.step(a, p)
+    first.save(tmp_path / "saved")
+    first.step(Action(yaw=45.0))  # diverge after saving: must not affect the copy on disk
+    resumed = WorldSession(world, twin=True, policy=policy)
+    resumed.reset(engine="procedural", seed=7)  # a different session, overwritten by load
+    resumed.load(tmp_path / "saved")
+    for (a, p), want in zip(script[cut:], expected[cut:]):
+        got = resumed.step(a, p)
+        assert got.step == want.step
+        assert np.array_equal(got.frame, want.frame)
+        assert np.array_equal(got.twin_frame, want.twin_frame)
+        assert np.allclose(got.c2w, want.c2w, atol=0)
+
+
+def test_load_rejects_a_directory_that_is_not_a_session(world, tmp_path):
+    s = session(world, twin=False)
+    before = s.state()
+    with pytest.raises(ValueError, match="not a saved session"):
+        s.load(tmp_path)
+    assert_same_state(before, s.state())
+
+
+# ----------------------------------------------------------------------------------------
+# Bad input changes nothing
+# ----------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("action, prompt, match", [
+    ({"buttons": ["fly"]}, None, "unknown button 'fly'"),
+    ({"forward": float("nan")}, None, "forward must be finite"),
+    ({"yaw": 1e6}, None, "yaw"),
+    ({"speed": 1.0}, None, "unknown action field 'speed'"),
+    ("w", None, "must be a worldlab.camera.Action"),
+    (Action(), "", "prompt is empty"),
+    (Action(), "x" * 201, "201 characters"),
+    (Action(), 42, "prompt must be a str"),
+])
+@pytest.mark.parametrize("mid_chunk", [False, True])
+def test_bad_input_raises_and_leaves_state_unchanged(world, action, prompt, match, mid_chunk):
+    s = session(world)
+    for i in range(2 if mid_chunk else world.chunk_frames):
+        s.step(WALK[i])
+    before = s.state()
+    with pytest.raises(ValueError, match=match):
+        s.step(action, prompt)
+    assert_same_state(before, s.state())
+
+
+def test_pitch_past_the_horizon_limit_raises_before_any_change(world):
+    s = session(world, twin=False)  # without the twin the session integrates the pose
+    before = s.state()
+    with pytest.raises(ValueError, match="pitch must be in"):
+        s.step(Action(pitch=30.0))  # held for 4 frames: 120 degrees
+    assert_same_state(before, s.state())
+    assert s.step(Action(pitch=10.0)).step == 1  # still usable
+
+
+def test_reset_from_user_frames(world):
+    f, size = world.chunk_frames, world.size
+    frames = np.random.default_rng(0).integers(0, 256, (2 * f, size, size, 3), dtype=np.uint8)
+    s = WorldSession(world, twin=True)
+    first = s.reset(frames=frames)
+    assert np.array_equal(first.frame, frames[-1]) and first.twin_frame is None
+    assert s.cache.chunks == 2 and s.engine is None
+    assert s.step(Action(forward=0.1)).frame.shape == (size, size, 3)
+    with pytest.raises(ValueError, match="multiple of chunk_frames"):
+        s.reset(frames=frames[:f + 1])
+
+
+# ----------------------------------------------------------------------------------------
+# Front ends: widget shell and scripted CLI
+# ----------------------------------------------------------------------------------------
+
+
+def test_notebook_game_scripted_run_uses_the_keyboard_path(world):
+    from worldlab.play import KEYMAP, NotebookGame
+
+    a, b = session(world), session(world)
+    game = NotebookGame(a)
+    keys = ["w", "ArrowLeft", "w", "d", "f", "ArrowUp", "w", "e"]
+    by_key = [game.press(k) for k in keys]
+    by_script = NotebookGame(b).run_script([KEYMAP[k] for k in keys])
+    for x, y in zip(by_key, by_script):
+        assert np.array_equal(x.frame, y.frame)
+    png = game.image.value
+    assert png[:8] == b"\x89PNG\r\n\x1a\n" and "PSNR" in game.stats.value
+    assert game.press("q") is None  # unmapped keys are ignored
+    game._guard(game.apply, {"buttons": ["fly"]})  # callback errors land in the panel
+    assert "unknown button 'fly'" in game.errors.outputs[-1]["text"]
+    assert a.step_index == len(keys)
+
+
+def test_script_validation_names_index_and_field(tmp_path):
+    from worldlab.play_cli import load_script
+
+    path = tmp_path / "a.json"
+    path.write_text(json.dumps([{"forward": 0.2}, {"yaw": "left"}]))
+    with pytest.raises(ValueError, match=r"\[1\]: Action.yaw must be a number"):
+        load_script(path)
+    path.write_text(json.dumps([{"forward": 0.2, "prompt": ""}]))
+    with pytest.raises(ValueError, match=r"\[0\]: prompt is empty"):
+        load_script(path)
+    path.write_text(json.dumps({"forward": 0.2}))
+    with pytest.raises(ValueError, match="non-empty JSON list"):
+        load_script(path)
+
+
+def test_play_cli_writes_videos_and_scores(world_dir, tmp_path):
+    import imageio.v3 as iio
+
+    from worldlab.cli import main
+    from worldlab.play_cli import demo_script
+
+    script = tmp_path / "actions.json"
+    script.write_text(json.dumps(demo_script(6)))
+    out = tmp_path / "play"
+    assert main(["play", "--checkpoint", str(world_dir), "--script", str(script),
+                 "--out", str(out), "--engine", "procedural", "--device", "cpu"]) == 0
+    scores = json.loads((out / "scores.json").read_text())
+    assert len(scores["psnr"]) == 6 and all(np.isfinite(scores["psnr"]))
+    gen = iio.imread(out / "generated.mp4", plugin="FFMPEG")
+    both = iio.imread(out / "side_by_side.mp4", plugin="FFMPEG")
+    assert gen.shape == (7, 256, 256, 3)  # the context frame + 6 steps, 32 px enlarged 8x
+    assert both.shape == (7, 96, 198, 3)  # model | 2 px gap | twin = 66 px, enlarged 3x
+
+
+@pytest.mark.parametrize("yaw, axis, sign", [(90.0, 0, -1), (0.0, 1, 1), (180.0, 1, -1)])
+def test_minimap_draws_north_up_with_the_heading(yaw, axis, sign):
+    from worldlab.play_widgets import minimap
+
+    img = minimap(np.array([[0.0, 0.0], [1.0, 0.0], [1.0, 1.0]]), yaw)
+    assert img.shape == (160, 160, 3) and img.dtype == np.uint8
+    marker = np.argwhere((img == (255, 80, 60)).all(-1)).mean(0)  # (row, col)
+    heading = np.argwhere((img == (255, 200, 40)).all(-1)).mean(0)
+    trail = np.argwhere((img == (90, 160, 255)).all(-1))
+    assert sign * (heading[axis] - marker[axis]) > 3  # north is up, east is right
+    assert trail[:, 0].max() > marker[0]  # the walk came from the south
