@@ -27,11 +27,11 @@ $PY -m worldlab data record --engine doom --episodes "$EPISODES" --frames 64 --s
 
 stage "autoencoder, $AE_MINUTES min"
 $PY -m worldlab train autoencoder --preset small --data "$RUN/data" --out "$RUN/ae" \
-    --minutes "$AE_MINUTES" --batch-size 128 --device auto
+    --minutes "$AE_MINUTES" --batch-size "${AE_BATCH:-128}" --device auto
 
 stage "world model, $WORLD_MINUTES min"
 $PY -m worldlab train world --preset small --data "$RUN/data" --autoencoder "$RUN/ae/model" \
-    --out "$RUN/world" --minutes "$WORLD_MINUTES" --batch-size 64 --device auto \
+    --out "$RUN/world" --minutes "$WORLD_MINUTES" --batch-size "${WORLD_BATCH:-64}" --device auto \
     ${CAPTIONS:+--captions "$CAPTIONS"}
 
 stage "package into $DEST"

@@ -171,6 +171,9 @@ def make_accelerator(cfg: TrainConfig, device: str = "auto"):
         raise ValueError("device 'cuda' was asked for but torch sees no CUDA device")
     cpu = device == "cpu" or not torch.cuda.is_available()
     mp = cfg.mixed_precision if not cpu else "no"
+    if not cpu:  # TF32 matmuls: float32 training at tensor-core speed (10-bit mantissa)
+        torch.backends.cuda.matmul.allow_tf32 = True
+        torch.backends.cudnn.allow_tf32 = True
     return Accelerator(cpu=cpu, mixed_precision=mp)
 
 
