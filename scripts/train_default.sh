@@ -20,14 +20,17 @@ CAPTIONS=${CAPTIONS:-}   # a caption table, for machines without the text model
 
 stage() { echo "[train_default] $(date +%T) $*"; }
 
+# a stage whose output exists is skipped, so an interrupted run resumes where it stopped
+[ -f "$RUN/data/index.json" ] && [ "${RESUME:-0}" = 1 ] || {
 stage "record $EPISODES DOOM episodes"
 $PY -m worldlab data record --engine doom --episodes "$EPISODES" --frames 64 --size 64 \
     --workers "$WORKERS" --policy mix --event-rate 0.02 --seed 0 --no-metric-depth \
-    --out "$RUN/data"
+    --out "$RUN/data"; }
 
+[ -d "$RUN/ae/model" ] && [ "${RESUME:-0}" = 1 ] || {
 stage "autoencoder, $AE_MINUTES min"
 $PY -m worldlab train autoencoder --preset small --data "$RUN/data" --out "$RUN/ae" \
-    --minutes "$AE_MINUTES" --batch-size "${AE_BATCH:-128}" --device auto
+    --minutes "$AE_MINUTES" --batch-size "${AE_BATCH:-128}" --device auto; }
 
 stage "world model, $WORLD_MINUTES min"
 $PY -m worldlab train world --preset small --data "$RUN/data" --autoencoder "$RUN/ae/model" \

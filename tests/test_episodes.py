@@ -29,7 +29,8 @@ def make_episode(t=8, size=8, seed=0, depth=True) -> Episode:
         prompts=[PromptSegment(0, "a room", "a player", ""),
                  PromptSegment(5, "a room", "a player", "a monster appears")],
         events=[Event("summon_monster", "a monster appears", 5)],
-        meta=make_meta("synthetic", 10.0, seed=seed, policy="straight", size=size))
+        meta=make_meta("synthetic", 10.0, seed=seed, policy="straight", size=size,
+                       created="2026-01-01T00:00:00+00:00"))  # fixed: episodes compare equal
 
 
 def test_validate_accepts_and_caption_at():

@@ -343,7 +343,9 @@ class LatentCache:
     def __init__(self, root: str | Path):
         self.root = Path(root)
         self.root.mkdir(parents=True, exist_ok=True)
-        self._memory: dict[str, np.ndarray] = {}  # read once: latents are small, reads are not
+        # read once: latents are small, reads are not; keyed by the file's stat, so a file
+        # changed on disk is read (and checked) again
+        self._memory: dict[str, tuple[tuple, np.ndarray]] = {}
 
     def _path(self, episode_id: str) -> Path:
         if not isinstance(episode_id, str) or not _ID_RE.match(episode_id):
@@ -373,12 +375,14 @@ class LatentCache:
         path = self._path(episode_id)
         if not path.exists():
             raise ValueError(f"no latents for episode {episode_id!r} in {self.root}")
-        if episode_id not in self._memory:
+        stat = path.stat()
+        key = (stat.st_mtime_ns, stat.st_size)
+        if self._memory.get(episode_id, (None,))[0] != key:
             try:
-                self._memory[episode_id] = load_file(path)["latents"]
+                self._memory[episode_id] = key, load_file(path)["latents"]
             except Exception as e:  # safetensors raises its own error types on damage
                 raise EpisodeError(f"cannot read latent file {path}: {e}") from e
-        return self._memory[episode_id]
+        return self._memory[episode_id][1]
 
 
 # ----------------------------------------------------------------------------------------
@@ -430,6 +434,14 @@ class EpisodeClips(torch.utils.data.Dataset):
                 self._cache.popitem(last=False)
         self._cache.move_to_end(episode_id)
         return self._cache[episode_id]
+
+    def preload(self) -> None:
+        """Read every episode (and its latents) into memory now rather than on first use;
+        needs cache_episodes >= the number of episodes to keep them."""
+        for episode_id in dict.fromkeys(i for i, _ in self.windows):
+            self._episode(episode_id)
+            if self.latents is not None:
+                self.latents.get(episode_id)
 
     def __getitem__(self, i: int) -> dict:
         episode_id, s = self.windows[i]

@@ -139,7 +139,7 @@ def flow_matching_loss(model, latents: torch.Tensor, *, chunk_frames: int,
     per_chunk = err.unflatten(1, (n, chunk_frames)).flatten(2).mean(-1)  # (b, n)
     mask = mask.to(dev)
     loss = (per_chunk * mask).sum() / mask.sum()
-    return loss, {"t_mean": float((t * mask).sum() / mask.sum())}
+    return loss, {"t_mean": float((t.to(dev) * mask).sum() / mask.sum())}
 
 
 def world_model_loss(cfg: TrainConfig, chunk_frames: int, captions: CaptionTable | None):
@@ -313,6 +313,8 @@ def configure_cli(parser) -> None:
         p.add_argument("--resume", action="store_true", help="continue from --out's checkpoint")
         p.add_argument("--device", default="auto", help="auto | cpu | cuda")
         p.add_argument("--batch-size", type=int, default=None, help="override the preset's")
+        p.add_argument("--set", action="append", default=[], metavar="SECTION__FIELD=VALUE",
+                       help="config override, e.g. --set model__patch_size=2 (repeatable)")
         p.add_argument("--minutes", type=float, default=None,
                        help="wall-clock budget: the step count is timed to fit it "
                             "(replaces --steps)")
@@ -377,6 +379,26 @@ def _split_episodes(ids: list[str], holdout: float) -> tuple[list[str], list[str
     return ids[:-k], ids[-k:]
 
 
+def parse_overrides(pairs: list[str]) -> dict[str, Any]:
+    """["model__width=128", "train__forcing=teacher"] -> {"model__width": 128, ...}.
+
+    Values are Python literals when they parse as one, else strings; make_config then
+    rejects unknown keys by name.
+    """
+    import ast
+
+    out = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or "__" not in key:
+            raise ValueError(f"--set expects SECTION__FIELD=VALUE, got {pair!r}")
+        try:
+            out[key.strip()] = ast.literal_eval(value)
+        except (ValueError, SyntaxError):
+            out[key.strip()] = value
+    return out
+
+
 def _cli_autoencoder(args) -> int:
     import json
 
@@ -384,7 +406,7 @@ def _cli_autoencoder(args) -> int:
     from .config import make_config
     from .episodes import EpisodeStore
 
-    cfg = make_config(args.preset).autoencoder
+    cfg = make_config(args.preset, **parse_overrides(args.set)).autoencoder
     if args.steps is not None:
         cfg.steps = args.steps
     if args.batch_size is not None:
@@ -423,7 +445,7 @@ def _cli_world(args) -> int:
     from .episodes import EpisodeClips, EpisodeStore, LatentCache, collate_clips
     from .model.dit import WorldModel
 
-    cfg = make_config(args.preset)
+    cfg = make_config(args.preset, **parse_overrides(args.set))
     if args.steps is not None:
         cfg.train.steps = args.steps
     if args.batch_size is not None:
@@ -447,6 +469,7 @@ def _cli_world(args) -> int:
         CaptionTable.load(args.captions) if args.captions else CaptionTable())
     loss_fn = world_model_loss(cfg.train, cf, captions)
     if args.minutes:
+        clips.preload()  # else the timed probe steps would be reading episodes from disk
         cfg.train.steps = steps_for_budget(model, clips, cfg.train, loss_fn, args.minutes, acc,
                                            collate_fn=collate_clips)
     out = Path(args.out)
