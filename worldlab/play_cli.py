@@ -34,14 +34,18 @@ DEMO_PROMPT = "summon a monster"  # a keyword event in both engines
 # ----------------------------------------------------------------------------------------
 
 
-def demo_script(steps: int) -> list[dict]:
-    """A scripted walk of `steps` entries (bench.WALK repeated), prompting an event halfway."""
+def demo_script(steps: int, prompt_at: int | None = None) -> list[dict]:
+    """A scripted walk of `steps` entries (bench.WALK repeated), prompting DEMO_PROMPT at
+    step `prompt_at` (default: halfway)."""
     from .bench import WALK
 
     if isinstance(steps, bool) or not isinstance(steps, int) or steps < 1:
         raise ValueError(f"steps must be a positive int, got {steps!r}")
+    prompt_at = steps // 2 if prompt_at is None else prompt_at
+    if not (isinstance(prompt_at, int) and 0 <= prompt_at < steps):
+        raise ValueError(f"prompt_at must be an int in [0, {steps}), got {prompt_at!r}")
     script = [WALK[k % len(WALK)].to_dict() for k in range(steps)]
-    script[steps // 2]["prompt"] = DEMO_PROMPT
+    script[prompt_at]["prompt"] = DEMO_PROMPT
     return script
 
 
