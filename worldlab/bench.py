@@ -112,9 +112,15 @@ def _run(args) -> int:
     out = Path(args.out)
     if args.what == "engines":
         data = bench_engines(steps=args.steps)
-    elif args.what == "model":
-        from .evaluate import bench_model
-        data = bench_model(args)
+    elif args.what == "model":  # streaming the world model alone: no engine, no twin
+        from . import DATA
+        from .evaluate import runtime
+        from .pretrained import load_world
+
+        world = load_world(args.checkpoint or DATA / "checkpoints" / "doom64")
+        data = runtime(world, chunks=max(3, args.steps // world.chunk_frames))
+        print_table([{k: v for k, v in data.items() if isinstance(v, float)}],
+                    "model streaming (sample + decode + append, per chunk)")
     else:
         from .play import bench_play
         data = bench_play(args)
