@@ -10,8 +10,11 @@ $(STAMP): pyproject.toml ci/setup.sh
 
 setup: $(STAMP)
 
+# Jupyter refuses to run as root unless told; containers and cloud boxes often are root
+ROOT_FLAG := $(if $(filter 0,$(shell id -u)),--allow-root,)
+
 lab: setup  ## JupyterLab on the quickstart notebook
-	.venv/bin/jupyter lab notebooks/00_quickstart.ipynb
+	.venv/bin/jupyter lab notebooks/00_quickstart.ipynb $(ROOT_FLAG)
 
 demo: setup  ## the quickstart, headless: executed copy + outputs under runs/demo/
 	$(PY) ci/run_notebooks.py --only notebooks/00_quickstart.ipynb --out runs/demo --params ci/params.yaml --profile demo
