@@ -7,7 +7,6 @@ asserted; compare them as ratios taken in one run.
 from __future__ import annotations
 
 import json
-import os
 import time
 from pathlib import Path
 
@@ -20,12 +19,10 @@ BENCH_DIR = Path("runs") / "bench"
 
 def write_json(path: Path, data: dict) -> Path:
     """Atomic JSON write (temp file + rename)."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(path.suffix + ".tmp")
-    tmp.write_text(json.dumps(data, indent=2))
-    os.replace(tmp, path)
-    return path
+    from .checkpoints import atomic_write_text
+
+    atomic_write_text(Path(path), json.dumps(data, indent=2))
+    return Path(path)
 
 
 def print_table(rows: list[dict], title: str = "") -> None:

@@ -58,18 +58,22 @@ def atomic_dir(final: Path, write) -> Path:
     return final
 
 
-def atomic_write_text(path: Path, text: str) -> None:
-    """Write a small text file through a temporary file in the same directory + os.replace."""
+def atomic_write_bytes(path: Path, data: bytes) -> None:
+    """Write a small file through a temporary file in the same directory + os.replace."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".tmp-{path.name}-", dir=path.parent)
     try:
-        with os.fdopen(fd, "w") as f:
-            f.write(text)
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+
+
+def atomic_write_text(path: Path, text: str) -> None:
+    atomic_write_bytes(path, text.encode())
 
 
 def save_model_dir(model, path: Path) -> Path:

@@ -116,10 +116,9 @@ def action_vector(a: Action) -> np.ndarray:
 
 def frame_psnr(a: np.ndarray, b: np.ndarray) -> float:
     """PSNR (dB) between two uint8 frames (h, w, 3)."""
-    from .metrics import psnr
+    from .evaluate import frame_psnr as frames_psnr
 
-    x, y = (torch.from_numpy(v).permute(2, 0, 1).float() for v in (a, b))
-    return float(psnr(x, y, data_range=255.0))
+    return float(frames_psnr(a[None], b[None])[0])
 
 
 # ----------------------------------------------------------------------------------------

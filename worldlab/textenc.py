@@ -128,15 +128,12 @@ class CaptionTable:
 
     def save(self, path) -> None:
         """Write the table as safetensors, atomically (temp file + rename)."""
-        from pathlib import Path
+        from safetensors.torch import save
 
-        from safetensors.torch import save_file
+        from .checkpoints import atomic_write_bytes
 
-        path = Path(path)
-        tmp = path.with_name(f".tmp-{path.name}")
-        save_file({self._SEP.join(k): v.contiguous().float() for k, v in self.table.items()},
-                  str(tmp))
-        os.replace(tmp, path)
+        atomic_write_bytes(path, save({self._SEP.join(k): v.contiguous().float()
+                                       for k, v in self.table.items()}))
 
     @classmethod
     def load(cls, path, encoder: TextEncoder | None = None) -> "CaptionTable":

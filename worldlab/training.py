@@ -127,19 +127,19 @@ def flow_matching_loss(model, latents: torch.Tensor, *, chunk_frames: int,
         raise ValueError(f"latents must be (b, t, c, h, w) with t a multiple of chunk_frames "
                          f"({chunk_frames}), got {tuple(latents.shape)}")
     n, dev = t_len // chunk_frames, latents.device
-    t, mask = chunk_times(b, n, forcing, generator, schedule)  # (b, n) each
+    t, mask = chunk_times(b, n, forcing, generator, schedule)  # (b, n) each, on the CPU
+    t, mask = t.to(dev), mask.to(dev)
     noise = torch.randn(latents.shape, generator=generator).to(dev, latents.dtype)
-    t_frames = t.repeat_interleave(chunk_frames, dim=1).to(dev, latents.dtype)  # (b, t)
+    t_frames = t.repeat_interleave(chunk_frames, dim=1).to(latents.dtype)  # (b, t)
     tf = t_frames[:, :, None, None, None]
     x_t = (1 - tf) * latents + tf * noise  # (b, t, c, h, w)
     text_drop = (torch.rand(b, n, generator=generator) < text_dropout).to(dev)
-    v = model(x_t, t.to(dev), actions=actions, c2w=c2w, text=text, text_drop=text_drop)
+    v = model(x_t, t, actions=actions, c2w=c2w, text=text, text_drop=text_drop)
     v = getattr(v, "sample", v)  # (b, t, c, h, w)
     err = (v.float() - (noise - latents).float()).pow(2)
     per_chunk = err.unflatten(1, (n, chunk_frames)).flatten(2).mean(-1)  # (b, n)
-    mask = mask.to(dev)
     loss = (per_chunk * mask).sum() / mask.sum()
-    return loss, {"t_mean": float((t.to(dev) * mask).sum() / mask.sum())}
+    return loss, {"t_mean": float((t * mask).sum() / mask.sum())}
 
 
 def world_model_loss(cfg: TrainConfig, chunk_frames: int, captions: CaptionTable | None):
