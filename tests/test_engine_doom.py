@@ -13,7 +13,7 @@ from worldlab.camera import Action, heading_from_pose
 from worldlab.engines import make_engine
 from worldlab.engines.base import Engine
 from worldlab.engines.doom import DoomEngine, EpisodeFinished
-from worldlab.engines.doom_level import UNITS_PER_M_Z, _slab_triangles
+from worldlab.engines.doom_level import UNITS_PER_M_XY, UNITS_PER_M_Z, _slab_triangles
 from worldlab.memory.cache3d import reprojection_error
 
 WALK = [Action(yaw=-10.0)] * 3 + [Action(forward=0.25)] * 8 + [Action(yaw=8.0, pitch=4.0)] * 3 \
@@ -147,9 +147,26 @@ def test_warping_between_frames_matches(flat_walk):
 
 
 def test_sky_and_depth_dtype(flat_walk):
-    for obs in flat_walk:
+    for obs in flat_walk:  # indoors (MAP01's start room): every pixel hits something
         assert obs.depth.dtype == np.float32 and np.all(obs.depth > 0)
-        assert np.all(np.isfinite(obs.depth) | (obs.instance == 0))
+        assert np.all(np.isfinite(obs.depth))
+
+
+# a point in MAP01's open courtyard (a sector whose ceiling flat is F_SKY1), map units
+COURTYARD = (916 / UNITS_PER_M_XY, 1214 / UNITS_PER_M_XY)
+
+
+def test_sky_pixels_are_infinitely_far(engine):
+    engine.reset(seed=0, position=COURTYARD)
+    up = engine.step(Action(pitch=30.0))
+    sky = ~np.isfinite(up.depth)
+    assert sky.mean() > 0.3  # looking up in the courtyard, much of the view is sky
+    assert np.all(up.instance[sky] == 0)  # a sprite in front of the sky has its depth
+    rows = np.nonzero(sky)[0]
+    assert rows.max() < up.K[1, 2]  # sky is only above the horizon (row cy)
+    down = engine.step(Action(pitch=-60.0))  # looking down: ground and walls, no sky
+    assert np.all(np.isfinite(down.depth))
+    engine.reset(seed=0)
 
 
 # ----------------------------------------------------------------------------------------
@@ -208,6 +225,10 @@ def test_bad_step_and_reset_raise(engine):
         engine.reset(seed=0, layout=3)
     with pytest.raises(ValueError, match="seed"):
         engine.reset(seed=-1)
+    with pytest.raises(ValueError, match="position"):
+        engine.reset(seed=0, position=(1.0, float("nan")))
+    with pytest.raises(ValueError, match="position"):
+        engine.reset(seed=0, position="courtyard")
     assert engine.map == "MAP01" and issubclass(EpisodeFinished, RuntimeError)
     assert math.isfinite(engine.reset(seed=0, map="MAP02").c2w[0, 3])
     engine.reset(seed=0, map="MAP01")

@@ -119,6 +119,56 @@ def test_summon_monster_appears_in_view():
     assert after.events[0].name == "summon_monster" and after.events[0].step == 1
 
 
+def _world_space_render(e: ProceduralEngine):
+    """Depth and instance ids by brute force: every ray against one scene holding the static
+    world and every moving thing built in world coordinates (no culling, no cached shapes)."""
+    import open3d as o3d
+
+    w, parts, ids = e.world, [], []
+    for obj in e._dynamic():
+        if obj.shape[0] == "character":
+            parts.append(pw.character_mesh(obj.shape[1], w.kind_mats, obj.position, obj.yaw))
+        elif obj.shape[0] == "door":
+            d = w.doors[obj.shape[1]]
+            size = np.array([d[2] - d[0], d[3] - d[1], pw.WALL_H])
+            parts.append(pw.box(obj.position, obj.position + size, w.door_mat))
+        else:
+            parts.append(pw.sphere(obj.position, 0.15, w.fire_mat))
+        ids.append(np.full(len(parts[-1][1]), obj.id))
+    static = [pw.box((d[0], d[1], 0), (d[2], d[3], pw.WALL_H), w.door_mat)
+              for d, o in zip(w.doors, e._door_open) if o is None]
+    verts, tris, _ = pw.merge([w.mesh] + static + parts)
+    tri_id = np.concatenate([np.zeros(len(tris) - sum(map(len, ids)), int)] + ids)
+    scene = o3d.t.geometry.RaycastingScene()
+    scene.add_triangles(o3d.core.Tensor(verts.astype(np.float32)),
+                        o3d.core.Tensor(tris.astype(np.uint32)))
+    dirs = camera.ray_directions(e.K, e.c2w, e.size, e.size, normalize=False)[1]
+    rays = np.concatenate([np.broadcast_to(e.c2w[:3, 3], dirs.shape), dirs], -1)
+    hit = scene.cast_rays(o3d.core.Tensor(rays.reshape(-1, 6).astype(np.float32)))
+    depth = hit["t_hit"].numpy().reshape(e.size, e.size)
+    return depth, tri_id[np.minimum(hit["primitive_ids"].numpy(), len(tri_id) - 1)].reshape(
+        depth.shape)
+
+
+def test_moving_things_render_as_in_world_space():
+    # cached shapes moved by rigid motions + bounding-sphere culling == the brute force
+    e = ProceduralEngine(size=SIZE)
+    e.reset(6)
+    prompts = ["summon a monster", None, "cast a fireball", "summon a monster", None]
+    for p in prompts:
+        obs = e.step(Action(yaw=7.0), p)
+        depth, inst = _world_space_render(e)
+        assert len(set(np.unique(obs.instance)) - {0}) >= 1
+        np.testing.assert_allclose(obs.depth, depth, rtol=1e-4, atol=1e-4)
+        assert np.mean(obs.instance == inst) > 0.999  # ties on silhouettes may differ
+
+
+def test_character_meshes_fit_their_bounding_sphere():
+    for kind in pw.KINDS:
+        verts, _, _ = pw.character_mesh(kind, {k: (0, 0) for k in pw.KINDS}, (0, 0, 0), 0.0)
+        assert np.linalg.norm(verts - [0, 0, 0.75], axis=1).max() < pw.CHARACTER_RADIUS
+
+
 def test_fireball_glows_and_flies_away():
     e = ProceduralEngine(size=SIZE, characters=False)
     e.reset(0)

@@ -364,6 +364,9 @@ def _progress(total: int):
     bar = tqdm(total=total, unit="step")
 
     def cb(state: dict) -> None:
+        if bar.n == 0 and state["step"] > 1:  # resumed: rate and ETA from here, not step 0
+            bar.reset(total)
+            bar.initial = bar.n = state["step"] - 1
         bar.n = state["step"]
         bar.set_postfix(loss=f"{state['loss']:.4f}", lr=f"{state['lr']:.2e}", refresh=False)
         bar.refresh()

@@ -25,8 +25,10 @@ buffer is linear in horizontal distance). Mesh vs buffer on static pixels closer
 60 random steps: median relative difference 3.6% (p90 13%) at 160x120, 2.8% (p90 10.5%) at
 320x240, i.e. the buffer's own rounding of 7.16 units plus edge pixels. Warping frame j into
 frame i (4-6 steps apart, 64 px, sprites excluded, `cache3d.reprojection_error`): median
-colour error 6.0 of 255 with DOOM's light (10.3 unwarped), 1.0 with `flat_light` (5.6). `instance` = ViZDoom object id + 1
-on sprite pixels, 0 on level geometry.
+colour error 6.0 of 255 with DOOM's light (10.3 unwarped), 1.0 with `flat_light` (5.6).
+Sky: sectors whose ceiling flat is F_SKY* are left open in the mesh, so their sky pixels get
+depth inf (tested in MAP01's courtyard: `reset(position=...)` there, look up). `instance` =
+ViZDoom object id + 1 on sprite pixels, 0 on level geometry.
 
 Actions (calibrated here, one step = `tics` game tics, default 4 = 8.75 steps per second):
 - turn: TURN_LEFT_RIGHT_DELTA is degrees per tic, positive = right, so delta = -yaw / tics.
@@ -185,17 +187,24 @@ class DoomEngine:
     # ---- the Engine protocol --------------------------------------------------------
 
     def reset(self, seed: int = 0, **options) -> Observation:
-        """Start a new episode; options: `map` (a map of this WAD)."""
-        unknown = sorted(set(options) - {"map"})
+        """Start a new episode; options: `map` (a map of this WAD), `position` (x, y) in
+        metres to start from instead of the map's player start (ZDoom's `warp`: the player
+        lands on the floor of the sector there)."""
+        unknown = sorted(set(options) - {"map", "position"})
         if unknown:
-            raise ValueError(f"unknown reset option {unknown[0]!r}; expected 'map'")
+            raise ValueError(f"unknown reset option {unknown[0]!r}; expected 'map' or "
+                             f"'position'")
         if not (isinstance(seed, (int, np.integer)) and 0 <= seed < 2 ** 32):
             raise ValueError(f"seed must be an integer in [0, 2**32), got {seed!r}")
+        position = _check_position(options.get("position"))
         if "map" in options:
             self.map = self._check_map(options["map"])
             self._game.set_doom_map(self.map)
         self._game.set_seed(int(seed))
         self._game.new_episode()
+        if position is not None:
+            x, y = (v * UNITS_PER_M_XY for v in position)
+            self._game.send_game_command(f"warp {x:.3f} {y:.3f}")
         # DOOM ignores input for the first tics of a level; idle through them so that the
         # first step acts like every other one
         self._game.make_action([0.0] * len(_BUTTONS), SETTLE_TICS)
@@ -302,3 +311,16 @@ class DoomEngine:
             return np.ascontiguousarray(crop)
         resample = Image.Resampling.BOX if self.size < h else Image.Resampling.BILINEAR
         return np.asarray(Image.fromarray(crop).resize((self.size, self.size), resample))
+
+
+def _check_position(position) -> tuple[float, float] | None:
+    if position is None:
+        return None
+    try:
+        x, y = (float(v) for v in position)
+    except (TypeError, ValueError):
+        x = y = float("nan")
+    if not (math.isfinite(x) and math.isfinite(y)):
+        raise ValueError(f"position must be two finite numbers (x, y) in metres, got "
+                         f"{position!r}")
+    return x, y

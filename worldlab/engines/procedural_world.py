@@ -62,7 +62,7 @@ class Materials:
         return len(self.pattern) - 1
 
     def arrays(self) -> dict:
-        return {"pattern": np.array(self.pattern, np.int64),
+        return {"pattern": np.array(self.pattern, np.int32),
                 "a": np.array(self.a, np.float32), "b": np.array(self.b, np.float32),
                 "scale": np.array(self.scale, np.float32),
                 "emissive": np.array(self.emissive, bool)}
@@ -88,10 +88,17 @@ def _room_materials(mats: Materials, rng: np.random.Generator) -> tuple[int, int
 # Procedural textures: computed from world coordinates, so they stick to the geometry
 # ----------------------------------------------------------------------------------------
 
+TILE_CELLS = 16  # a texture repeats every TILE_CELLS pattern periods along each axis
+TEXELS = 32  # texels per pattern period
+LEVELS = 16  # shades between a material's colour a (0) and b (LEVELS - 1)
+_TILE = TILE_CELLS * TEXELS  # texels per tile side, a power of two
+_OFFSET = 64.0  # m: shifts world coordinates positive so int truncation is a floor
+
 
 def _hash01(i: np.ndarray, j: np.ndarray) -> np.ndarray:
-    """A fixed integer hash of lattice points -> [0, 1] float32."""
-    h = (i.astype(np.int64) * 73856093 ^ j.astype(np.int64) * 19349663) & 0xFFFFFFFF
+    """A fixed integer hash of lattice points, periodic in TILE_CELLS -> [0, 1] float32."""
+    i, j = i.astype(np.int64) % TILE_CELLS, j.astype(np.int64) % TILE_CELLS
+    h = (i * 73856093 ^ j * 19349663) & 0xFFFFFFFF
     h = ((h ^ (h >> 13)) * 1274126177) & 0xFFFFFFFF
     return ((h ^ (h >> 16)) & 0xFFFF).astype(np.float32) / 65535.0
 
@@ -121,27 +128,43 @@ def _noise(u, v):
     return (top * (1 - fv) + bot * fv).astype(np.float32)
 
 
-_PATTERN_FNS = {PATTERNS.index(k): f for k, f in
-                (("stripes", _stripes), ("checks", _checks), ("bricks", _bricks),
-                 ("noise", _noise))}
+_PATTERN_FNS = {"flat": lambda u, v: np.zeros_like(u), "stripes": _stripes,
+                "checks": _checks, "bricks": _bricks, "noise": _noise}
 
 
-def texture(p, nrm, pattern, scale, a, b) -> np.ndarray:
-    """(3, k) texture colour at world points p (3, k), fixed to the geometry.
+@lru_cache(maxsize=None)
+def texture_tiles() -> np.ndarray:
+    """(patterns * _TILE * _TILE,) uint8 shade levels: every pattern sampled at texel
+    centres over one tile (the patterns are periodic in it), flattened for one gather."""
+    c = (np.arange(_TILE, dtype=np.float64) + 0.5) / TEXELS
+    u, v = np.meshgrid(c, c)  # (tile, tile): u along columns, v along rows
+    tiles = [np.rint(_PATTERN_FNS[name](u, v) * (LEVELS - 1)) for name in PATTERNS]
+    return np.stack(tiles).astype(np.uint8).ravel()
+
+
+def palette(materials: dict) -> np.ndarray:
+    """(3, m * LEVELS) colours: material k's shade level l at column k * LEVELS + l."""
+    w = np.linspace(0, 1, LEVELS, dtype=np.float32)[None, :, None]  # (1, levels, 1)
+    a, b = materials["a"][:, None], materials["b"][:, None]  # (m, 1, 3)
+    return np.ascontiguousarray((a + (b - a) * w).reshape(-1, 3).T)
+
+
+def texture(p, nrm, m, materials: dict, pal: np.ndarray) -> np.ndarray:
+    """(3, k) texture colour of material ids m (k,) at world points p (3, k), fixed to the
+    geometry, looked up in `texture_tiles` and the material palette `pal` (`palette`).
 
     The texture plane follows the dominant normal axis: floors and ceilings use (x, y),
-    walls facing x use (y, z), walls facing y use (x, z). a, b: (3, k) pattern colours.
+    walls facing x use (y, z), walls facing y use (x, z).
     """
     an = np.abs(nrm)
     flat, xwall = an[2] > 0.7, an[0] >= an[1]
-    s = np.where(flat | ~xwall, p[0], p[1]) / scale
-    t = np.where(flat, p[1], p[2]) / scale
-    w = np.zeros(p.shape[1], np.float32)  # (k,) 0 = colour a, 1 = colour b
-    for k, fn in _PATTERN_FNS.items():
-        sel = pattern == k
-        if sel.any():
-            w[sel] = fn(s[sel], t[sel])
-    return a + (b - a) * w
+    texels = np.float32(TEXELS) / materials["scale"].take(m)  # (k,) texels per metre
+    s = np.where(flat | ~xwall, p[0], p[1]) + np.float32(_OFFSET)
+    t = np.where(flat, p[1], p[2]) + np.float32(_OFFSET)
+    iu = (s * texels).astype(np.int32) & (_TILE - 1)
+    iv = (t * texels).astype(np.int32) & (_TILE - 1)
+    level = texture_tiles().take((materials["pattern"].take(m) * _TILE + iv) * _TILE + iu)
+    return pal.take(m * LEVELS + level, axis=1)  # take: several times faster than [:, i]
 
 
 # ----------------------------------------------------------------------------------------
@@ -244,7 +267,9 @@ def character_mesh(kind: str, kind_mats: dict, position, yaw_deg: float):
     return verts @ rot.T + np.asarray(position, np.float32), tris, tri_mat
 
 
-CHARACTER_RADIUS = 0.8  # bounding sphere radius around the character's centre at z = 0.75
+# bounding sphere around a character's centre (z = 0.75): its meshes reach 0.85 (the imp's
+# head), tests/test_engine_procedural.py checks that every vertex is inside
+CHARACTER_RADIUS = 0.9
 
 
 @dataclass(frozen=True)
