@@ -39,5 +39,11 @@ fi
 echo "[setup] installing worldlab and its dependencies"
 "$PY" -m pip install -q -e ".[test]"
 "$PY" -m ipykernel install --sys-prefix --name worldlab --display-name "worldlab" >/dev/null
+# JupyterLab in .venv opens quietly: open3d's dependency dash ships an old-style lab
+# extension that would pop up "Build Recommended" (nothing needs building: we use no dash
+# widget), and the news/update notification is off. Files in ci/jupyter/.
+mkdir -p .venv/etc/jupyter/labconfig .venv/share/jupyter/lab/settings
+cp ci/jupyter/page_config.json .venv/etc/jupyter/labconfig/page_config.json
+cp ci/jupyter/overrides.json .venv/share/jupyter/lab/settings/overrides.json
 touch .venv/.worldlab-installed
 echo "[setup] done: kernel 'worldlab' registered in .venv"

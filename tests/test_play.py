@@ -247,18 +247,18 @@ def test_notebook_game_scripted_run_uses_the_keyboard_path(world):
     from worldlab.play import KEYMAP, NotebookGame
 
     a, b = session(world), session(world)
-    game = NotebookGame(a)
+    game, f = NotebookGame(a), a.f
     keys = ["w", "ArrowLeft", "w", "d", "f", "ArrowUp", "w", "e"]
-    by_key = [game.press(k) for k in keys]
-    by_script = NotebookGame(b).run_script([KEYMAP[k] for k in keys])
-    for x, y in zip(by_key, by_script):
-        assert np.array_equal(x.frame, y.frame)
+    by_key = [game.press(k) for k in keys]  # "hold": a press plays its chunk out
+    by_script = NotebookGame(b).run_script([KEYMAP[k] for k in keys for _ in range(f)])
+    for i, x in enumerate(by_key):
+        assert np.array_equal(x.frame, by_script[(i + 1) * f - 1].frame)
     png = game.image.value
     assert png[:8] == b"\x89PNG\r\n\x1a\n" and "PSNR" in game.stats.value
     assert game.press("q") is None  # unmapped keys are ignored
     game._guard(game.apply, {"buttons": ["fly"]})  # callback errors land in the panel
     assert "unknown button 'fly'" in game.errors.outputs[-1]["text"]
-    assert a.step_index == len(keys)
+    assert a.step_index == len(keys) * f
 
 
 def test_script_validation_names_index_and_field(tmp_path):
@@ -295,14 +295,53 @@ def test_play_cli_writes_videos_and_scores(world_dir, tmp_path):
     assert both.shape == (7, 96, 198, 3)  # model | 2 px gap | twin = 66 px, enlarged 3x
 
 
-@pytest.mark.parametrize("yaw, axis, sign", [(90.0, 0, -1), (0.0, 1, 1), (180.0, 1, -1)])
-def test_minimap_draws_north_up_with_the_heading(yaw, axis, sign):
-    from worldlab.play_widgets import minimap
+def test_minimap_holds_the_trail_and_heading_after_a_script(world):
+    from worldlab.play_widgets import HERE_TRACE, TRAIL_TRACE, NotebookGame
 
-    img = minimap(np.array([[0.0, 0.0], [1.0, 0.0], [1.0, 1.0]]), yaw)
-    assert img.shape == (160, 160, 3) and img.dtype == np.uint8
-    marker = np.argwhere((img == (255, 80, 60)).all(-1)).mean(0)  # (row, col)
-    heading = np.argwhere((img == (255, 200, 40)).all(-1)).mean(0)
-    trail = np.argwhere((img == (90, 160, 255)).all(-1))
-    assert sign * (heading[axis] - marker[axis]) > 3  # north is up, east is right
-    assert trail[:, 0].max() > marker[0]  # the walk came from the south
+    s = session(world)
+    start = s.pose[:2, 3].copy()
+    game = NotebookGame(s)
+    walk = WALK + [Action(yaw=45.0), Action(forward=0.2, yaw=-30.0)]  # not a whole chunk
+    results = game.run_script(walk)
+    trail, here = game.map.data[TRAIL_TRACE], game.map.data[HERE_TRACE]
+    expected = np.stack([start] + [r.c2w[:2, 3] for r in results])  # (t, 2) x east, y north
+    assert np.array_equal(np.stack([trail.x, trail.y], axis=1), expected)
+    assert (here.x[0], here.y[0]) == tuple(expected[-1])
+    # plotly turns the arrow clockwise from north: it must point along the camera's forward
+    angle = np.radians(here.marker.angle)
+    forward = results[-1].c2w[:2, 2] / np.linalg.norm(results[-1].c2w[:2, 2])
+    np.testing.assert_allclose([np.sin(angle), np.cos(angle)], forward, atol=1e-9)
+    assert game.map.layout.yaxis.scaleanchor == "x"  # equal aspect: metres are square
+
+
+def test_minimap_is_redrawn_once_per_chunk(world):
+    from worldlab.play_widgets import TRAIL_TRACE, NotebookGame
+
+    s = session(world)
+    game = NotebookGame(s)
+    trail = game.map.data[TRAIL_TRACE]
+    lengths = []
+    for _ in range(2 * s.f):
+        game.apply(Action(forward=0.25))  # one step each
+        lengths.append(len(trail.x))
+    # the context pose until the chunk's last frame is shown, then every step so far
+    assert lengths == [1] * (s.f - 1) + [s.f + 1] * s.f + [2 * s.f + 1]
+    game.press("w")  # a press plays a whole chunk out, so the map redraws after it
+    assert len(trail.x) == 3 * s.f + 1
+
+
+def test_minimap_cache_points_hook(world):
+    from worldlab.play_widgets import CACHE_TRACE, NotebookGame
+
+    game = NotebookGame(session(world))
+    cache = game.map.data[CACHE_TRACE]
+    assert len(cache.x) == 0  # empty until a memory cache is shown
+    pts = np.random.default_rng(0).normal(size=(50, 3))
+    game.show_cache_points(pts)
+    assert np.array_equal(cache.x, pts[:, 0]) and np.array_equal(cache.y, pts[:, 1])
+    for bad in (pts[:, :2], np.full((2, 3), np.nan)):
+        with pytest.raises(ValueError, match=r"cache points must be finite \(n, 3\)"):
+            game.show_cache_points(bad)
+        assert np.array_equal(cache.x, pts[:, 0])  # unchanged
+    game.show_cache_points(np.zeros((0, 3)))
+    assert len(cache.x) == 0

@@ -14,8 +14,9 @@ but the player acts once per frame. Two honest ways to bridge that:
 - "hold" (default, interactive): the step that opens a chunk generates it at once from its
   own action, held for all f frames; the chunk's frames are handed out one per step. The
   actions of the f - 1 other steps do not condition anything (`stats["applied"]` is False):
-  a key held down is seen at the next chunk boundary. Key-to-pixel latency is the
-  chunk's generation time, paid on the boundary step; the other steps cost ~nothing.
+  a key held down is seen at the next chunk boundary (`NotebookGame.press` therefore plays a
+  key's chunk out, so every key press counts). Key-to-pixel latency is the chunk's
+  generation time, paid on the boundary step; the other steps cost ~nothing.
 - "buffer": every action counts. Actions are buffered until f are known, then the chunk is
   generated from exactly those; its frames are handed out from that step on, so frames lag
   the keys by f - 1 steps (the first f - 1 steps after a reset repeat the last context

@@ -6,18 +6,20 @@
 
 One `ipywidgets.Image` is updated in place per frame (PNG bytes; never a new output per
 frame). Keys come from `ipyevents` on that image, so the pointer must be over it. On-screen
-buttons do the same for touchpads. The minimap is a small image drawn here (top-down
-trajectory + heading): plotly's FigureWidget needs the `anywidget` package, which worldlab
-does not depend on, and a raster is cheaper to refresh every frame anyway. Errors raised in
-callbacks land in an `Output` widget instead of vanishing.
+buttons do the same for touchpads. The minimap is a plotly `FigureWidget` (it needs the
+`anywidget` package): the top-down trajectory (x east, y north, equal aspect) and an arrow at
+the current position pointing along the heading, plus an empty "3D cache" trace that
+`show_cache_points` fills (room for the memory cache). It is redrawn in one
+`batch_update` once per chunk (every `chunk_frames` steps) and at the end of a script, not
+per frame, so it does not slow play down. Errors raised in callbacks land in an `Output`
+widget instead of vanishing.
 
-Shape legend: h w height/width, t positions.
+Shape legend: h w height/width, t positions, n cache points.
 """
 
 from __future__ import annotations
 
 import collections
-import math
 
 import numpy as np
 
@@ -38,34 +40,30 @@ BUTTONS = (("w", "▲ forward"), ("s", "▼ back"), ("a", "◀ strafe"), ("d", "
            ("ArrowLeft", "⟲ turn"), ("ArrowRight", "turn ⟳"), ("ArrowUp", "look up"),
            ("ArrowDown", "look down"), (" ", "jump"), ("f", "attack"), ("e", "use"))
 SCREEN_PX = 384  # frames are enlarged (nearest) to about this many pixels
-MAP_PX, MAP_TRAIL = 160, 512  # minimap side in pixels; positions kept for the trail
+MAP_PX, MAP_TRAIL = 240, 512  # minimap side in pixels; positions kept for the trail
+CACHE_TRACE, TRAIL_TRACE, HERE_TRACE = 0, 1, 2  # the minimap's traces, in drawing order
 PAD_LAYOUT = {"grid_template_columns": "repeat(6, 95px)"}  # on-screen buttons, 2 rows
+KEEP_SIZE = {"flex": "0 0 auto"}  # a narrow page wraps the screens instead of squeezing them
 
 
-def minimap(positions: np.ndarray, yaw_deg: float, px: int = MAP_PX) -> np.ndarray:
-    """Top-down image (px, px, 3) uint8 of a trail of positions (t, 2) in metres (x east,
-    y north) and the heading at the last one; the view fits the trail plus 2 m."""
-    img = np.full((px, px, 3), 24, np.uint8)
-    lo, hi = positions.min(0) - 2.0, positions.max(0) + 2.0
-    span = float(max(hi - lo))
-    centre = (lo + hi) / 2
+def map_figure():
+    """The empty minimap: a FigureWidget with the traces CACHE_TRACE, TRAIL_TRACE and
+    HERE_TRACE (an arrow marker; plotly turns it clockwise from north)."""
+    import plotly.graph_objects as go
 
-    def to_px(p):  # metres -> (row, col); north is up
-        uv = (np.asarray(p) - centre) / span * (px - 1) + (px - 1) / 2
-        return np.clip(np.round([px - 1 - uv[..., 1], uv[..., 0]]).astype(int), 0, px - 1)
-
-    along = np.linspace(0, 1, 8)[None, :, None]  # draw the trail as joined segments
-    trail = positions[:-1, None] + along * np.diff(positions, axis=0)[:, None]  # (t-1, 8, 2)
-    r, c = to_px(np.concatenate([trail.reshape(-1, 2), positions[-1:]]))
-    img[r, c] = (90, 160, 255)
-    head = positions[-1] + 0.1 * span * np.array([math.cos(math.radians(yaw_deg)),
-                                                  math.sin(math.radians(yaw_deg))])
-    line = positions[-1] + np.linspace(0, 1, 24)[:, None] * (head - positions[-1])  # (24, 2)
-    r, c = to_px(line)
-    img[r, c] = (255, 200, 40)
-    r, c = to_px(positions[-1])
-    img[max(r - 2, 0):r + 3, max(c - 2, 0):c + 3] = (255, 80, 60)
-    return img
+    traces = [go.Scatter(x=[], y=[], mode="markers", name="3D cache", hoverinfo="skip",
+                         marker={"size": 3, "color": "#888"}),
+              go.Scatter(x=[], y=[], mode="lines", name="trail",
+                         line={"color": "#5aa0ff", "width": 2}),
+              go.Scatter(x=[], y=[], mode="markers", name="here",
+                         marker={"symbol": "arrow", "size": 16, "color": "#ff5040"})]
+    fig = go.FigureWidget(traces)
+    fig.update_layout(width=MAP_PX, height=MAP_PX, margin={"l": 4, "r": 4, "t": 4, "b": 4},
+                      showlegend=False, plot_bgcolor="#181818", paper_bgcolor="#181818",
+                      xaxis={"showticklabels": False, "gridcolor": "#333", "zeroline": False},
+                      yaxis={"showticklabels": False, "gridcolor": "#333", "zeroline": False,
+                             "scaleanchor": "x", "scaleratio": 1})  # metres are square
+    return fig
 
 
 def _screen(frame: np.ndarray) -> bytes:
@@ -97,16 +95,16 @@ class NotebookGame:
             raise ValueError(f"NotebookGame needs a WorldSession after reset(), got "
                              f"{session!r}")
         self.session = session
-        self.image = W.Image(format="png", value=_screen(session.last_frame))
-        self.twin = W.Image(format="png", value=_screen(session.last_twin)) \
+        self.image = W.Image(format="png", value=_screen(session.last_frame), layout=KEEP_SIZE)
+        self.twin = W.Image(format="png", value=_screen(session.last_twin), layout=KEEP_SIZE) \
             if session.last_twin is not None else None
-        self.map = W.Image(format="png")
+        self.map = map_figure()
         self.stats = W.HTML()
         self.errors = W.Output(layout={"border": "1px solid #ddd"})
         self.prompt = W.Combobox(placeholder="an event, e.g. summon a monster",
                                  options=list(examples or self._examples()),
                                  ensure_option=False, layout={"width": "320px"})
-        send = W.Button(description="prompt at next chunk")
+        send = W.Button(description="prompt at next chunk", layout={"width": "auto"})
         send.on_click(lambda _: self._guard(self._queue_prompt))
         pad = []
         for key, label in BUTTONS:
@@ -117,14 +115,18 @@ class NotebookGame:
                              prevent_default_action=True)
         self._events.on_dom_event(lambda e: self._guard(self.press, e.get("key", "")))
         self._trail = collections.deque(maxlen=MAP_TRAIL)  # (x, y) metres
+        self._yaw = 0.0  # degrees, of the last pose shown
         self._prompt: str | None = None
         help_ = W.Label("Keep the pointer over the game image: WASD move, arrows turn/look, "
                         "space jump, F attack, E use.")
-        screens = [self.image] + ([self.twin] if self.twin is not None else []) + [self.map]
-        self.widget = W.VBox([help_, W.HBox(screens), self.stats,
+        screens = [self.image] + ([self.twin] if self.twin is not None else []) + \
+            [W.Box([self.map], layout=KEEP_SIZE)]  # .layout of a FigureWidget is plotly's
+        self.widget = W.VBox([help_, W.HBox(screens, layout={"flex_flow": "row wrap"}),
+                              self.stats,
                               W.GridBox(pad, layout=PAD_LAYOUT),
                               W.HBox([self.prompt, send]), self.errors])
         self._show(session.last_frame, session.pose, session.last_twin, session.stats())
+        self.draw_map()
 
     def _examples(self) -> tuple[str, ...]:
         """One prompt per event of the engine (its first keyword), or the demo prompt."""
@@ -137,9 +139,20 @@ class NotebookGame:
     # ---- the one code path for keys, buttons and scripts --------------------------------
 
     def press(self, key: str):
-        """A key name (see KEYMAP); unknown keys are ignored, like a game does."""
+        """A key name (see KEYMAP); unknown keys are ignored, like a game does. Returns the
+        last StepResult.
+
+        With the "hold" policy a press opens a chunk made from its action, so the press
+        plays that chunk out (f frames, each shown): every press counts, as a short hold of
+        the key. With "buffer" a press is one step.
+        """
         action = KEYMAP.get(key) or KEYMAP.get(key.lower())  # "W" with shift is "w"
-        return None if action is None else self.apply(action)
+        if action is None:
+            return None
+        result = self.apply(action)
+        while self.session.policy == "hold" and self.session.queue:
+            result = self.apply(action)  # hands out the chunk's frames; changes no input
+        return result
 
     def apply(self, action, prompt: str | None = None):
         """One session step with `action` (and `prompt`, else the one queued in the box)."""
@@ -157,7 +170,9 @@ class NotebookGame:
         if len(prompts) != len(actions):
             raise ValueError(f"prompts must align with actions: {len(prompts)} prompts for "
                              f"{len(actions)} actions")
-        return [self.apply(a, p) for a, p in zip(actions, prompts)]
+        results = [self.apply(a, p) for a, p in zip(actions, prompts)]
+        self.draw_map()  # the last steps of a chunk are not on the map yet
+        return results
 
     def _queue_prompt(self):
         from .textenc import check_prompt
@@ -176,7 +191,30 @@ class NotebookGame:
         self.image.value = _screen(frame)
         if self.twin is not None and twin is not None:
             self.twin.value = _screen(twin)
-        pos, yaw, _ = heading_from_pose(c2w)
+        pos, self._yaw, _ = heading_from_pose(c2w)
         self._trail.append(pos[:2])
-        self.map.value = to_png_bytes(minimap(np.array(self._trail), yaw))
         self.stats.value = f"<code>{format_stats(stats)}</code>"
+        if stats["step"] and stats["step"] % self.session.f == 0:  # once per chunk
+            self.draw_map()
+
+    # ---- minimap ------------------------------------------------------------------------
+
+    def draw_map(self) -> None:
+        """Push the trail and heading to the minimap: one message to the browser."""
+        xy = np.array(self._trail)  # (t, 2) metres
+        trail, here = self.map.data[TRAIL_TRACE], self.map.data[HERE_TRACE]
+        with self.map.batch_update():
+            trail.x, trail.y = xy[:, 0], xy[:, 1]
+            here.x, here.y = xy[-1:, 0], xy[-1:, 1]
+            here.marker.angle = 90.0 - self._yaw  # yaw: counter-clockwise from east
+
+    def show_cache_points(self, points) -> None:
+        """Draw memory-cache points (n, 3) in world metres top-down on the minimap (z is
+        dropped), e.g. `PointCache.points`; an empty (0, 3) array clears them."""
+        pts = np.asarray(points, dtype=np.float64)
+        if pts.ndim != 2 or pts.shape[1] != 3 or not np.isfinite(pts).all():
+            raise ValueError(f"cache points must be finite (n, 3) world metres, got "
+                             f"{np.asarray(points).dtype} {np.asarray(points).shape}")
+        cache = self.map.data[CACHE_TRACE]
+        with self.map.batch_update():
+            cache.x, cache.y = pts[:, 0], pts[:, 1]
