@@ -231,3 +231,12 @@ def test_cli_trains_autoencoder_then_world(tmp_path, capsys):
     with pytest.raises(ValueError, match="latent cache .* is incomplete"):
         main(["train", "world", *common, "--out", str(tmp_path / "wm2"),
               "--latents", str(tmp_path / "empty")])
+    # a new stage from those weights with a longer context window (no weight depends on it)
+    init = ["--out", str(tmp_path / "wm3"), "--no-text", "--init", str(tmp_path / "wm" / "ema")]
+    assert main(["train", "world", *common, *init, "--set", "model__window_chunks=3",
+                 "--set", "data__clip_chunks=2"]) == 0
+    assert WorldModel.from_pretrained(tmp_path / "wm3" / "ema").config.window_chunks == 3
+    with pytest.raises(ValueError, match="width=.* but the model has width=48"):
+        main(["train", "world", *common, *init, "--set", "model__width=48"])
+    with pytest.raises(ValueError, match="--init starts a new run"):
+        main(["train", "world", *common, *init, "--resume"])

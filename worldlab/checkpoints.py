@@ -150,11 +150,12 @@ def save_checkpoint(out_dir: Path, step: int, model, optimizer, ema=None,
     return path
 
 
-def check_config(saved: dict, model, where: str) -> None:
-    """Raise ValueError naming the first config field where `saved` and `model` differ."""
+def check_config(saved: dict, model, where: str, ignore: tuple[str, ...] = ()) -> None:
+    """Raise ValueError naming the first config field where `saved` and `model` differ
+    (fields in `ignore` may differ)."""
     current = json.loads(json.dumps(dict(model.config)))  # tuples -> lists, like the file
     for key in sorted(set(saved) | set(current)):
-        if key.startswith("_"):
+        if key.startswith("_") or key in ignore:
             continue  # diffusers bookkeeping: class name, library version
         if saved.get(key) != current.get(key):
             raise ValueError(f"checkpoint {where} has {key}={saved.get(key)!r} but the model "
@@ -162,11 +163,14 @@ def check_config(saved: dict, model, where: str) -> None:
                              f"checkpoint's config")
 
 
-def load_weights(model, model_dir: Path) -> None:
-    """Load a save_pretrained directory into an existing model after checking its config."""
+def load_weights(model, model_dir: Path, ignore: tuple[str, ...] = ()) -> None:
+    """Load a save_pretrained directory into an existing model after checking its config
+    (fields in `ignore` may differ, e.g. a context window that no weight depends on)."""
     model_dir = Path(model_dir)
+    if not (model_dir / "config.json").is_file():
+        raise ValueError(f"{model_dir} is not a save_pretrained directory (no config.json)")
     saved = json.loads((model_dir / "config.json").read_text())
-    check_config(saved, model, str(model_dir))
+    check_config(saved, model, str(model_dir), ignore)
     weights = load_file(str(model_dir / SAFETENSORS_WEIGHTS_NAME), device=str(model.device))
     model.load_state_dict(weights, strict=True)
 

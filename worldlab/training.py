@@ -31,8 +31,8 @@ from typing import Any
 import numpy as np
 import torch
 
-from .checkpoints import (atomic_write_text, latest_checkpoint, load_checkpoint, save_checkpoint,
-                          save_model_dir)
+from .checkpoints import (atomic_write_text, latest_checkpoint, load_checkpoint, load_weights,
+                          save_checkpoint, save_model_dir)
 from .config import TrainConfig
 from .textenc import CaptionTable
 
@@ -327,6 +327,10 @@ def configure_cli(parser) -> None:
                            help="autoencoder directory (needed to fill the latent cache)")
             p.add_argument("--latents", default=None, help="latent cache (default <data>/latents)")
             p.add_argument("--no-text", action="store_true", help="train without captions")
+            p.add_argument("--init", default=None, metavar="DIR",
+                           help="start from these weights (a save_pretrained directory, e.g. "
+                                "runs/world/ema) with a fresh schedule; its context window "
+                                "may differ from the new one")
             p.add_argument("--captions", default=None,
                            help="caption table (safetensors) to start from; the table used "
                                 "is saved as <out>/captions.safetensors")
@@ -465,6 +469,10 @@ def _cli_world(args) -> int:
         print(f"encoded {n} episodes into {cache.root}")
     sample = cache.get(store.ids()[0])  # (t, c, h', w')
     model = WorldModel.from_config_dataclass(cfg.model, sample.shape[1], sample.shape[-1])
+    if args.init is not None:
+        if args.resume:
+            raise ValueError("--init starts a new run and --resume continues one; pass one")
+        load_weights(model, Path(args.init), ignore=("window_chunks",))  # no weight uses it
     cf = cfg.model.chunk_frames
     clips = EpisodeClips(store, clip_frames=cf * cfg.data.clip_chunks, chunk_frames=cf,
                          stride=cf, latents=cache, cache_episodes=len(store.ids()))
