@@ -27,7 +27,7 @@ from .camera import Action, heading_from_pose
 from .play import WorldSession, check_action
 from .viz import to_png_bytes
 
-MOVE_M, TURN_DEG, LOOK_DEG = 0.25, 10.0, 5.0  # one key press
+MOVE_M, TURN_DEG, LOOK_DEG = 0.25, 10.0, 5.0  # per frame; a key press holds it for a chunk
 KEYMAP: dict[str, Action] = {
     "w": Action(forward=MOVE_M), "s": Action(forward=-MOVE_M),
     "a": Action(right=-MOVE_M), "d": Action(right=MOVE_M),
