@@ -292,7 +292,7 @@ def test_play_cli_writes_videos_and_scores(world_dir, tmp_path):
     gen = iio.imread(out / "generated.mp4", plugin="FFMPEG")
     both = iio.imread(out / "side_by_side.mp4", plugin="FFMPEG")
     assert gen.shape == (7, 256, 256, 3)  # the context frame + 6 steps, 32 px enlarged 8x
-    assert both.shape == (7, 96, 198, 3)  # model | 2 px gap | twin = 66 px, enlarged 3x
+    assert both.shape == (7, 256, 528, 3)  # model | 2 px gap | twin = 66 px, enlarged 8x
 
 
 def test_minimap_holds_the_trail_and_heading_after_a_script(world):

@@ -496,7 +496,7 @@ def __getattr__(name: str):
 
         return getattr(play_widgets, name)
     if name in ("demo_script", "parse_script", "load_script", "play_script", "write_mp4",
-                "scores"):
+                "scores", "write_outputs"):
         from . import play_cli
 
         return getattr(play_cli, name)

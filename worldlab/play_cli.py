@@ -26,7 +26,7 @@ from .play import WorldSession, check_action, resolve_checkpoint, rss_mb
 from .textenc import check_prompt
 
 SCRIPT_KEYS = ("forward", "right", "yaw", "pitch", "buttons", "prompt")
-VIDEO_SIDE = 256  # frames are enlarged (nearest) to about this many pixels for the mp4s
+VIDEO_SIDE = 256  # frames are enlarged (nearest) to about this many pixels high
 DEMO_PROMPT = "summon a monster"  # a keyword event in both engines
 
 # ----------------------------------------------------------------------------------------
@@ -105,7 +105,7 @@ def write_mp4(path, frames: np.ndarray, fps: float) -> Path:
 
     path = Path(path)
     frames = np.asarray(frames)
-    scale = max(1, VIDEO_SIDE // max(frames.shape[1:3]))
+    scale = max(1, VIDEO_SIDE // frames.shape[1])  # by height: side by side stays as large
     big = frames.repeat(scale, axis=1).repeat(scale, axis=2)  # (t, h s, w s, 3)
     # yuv420p needs even sides: pad one white row / column where they are odd
     big = np.pad(big, ((0, 0), (0, big.shape[1] % 2), (0, big.shape[2] % 2), (0, 0)),
