@@ -19,7 +19,7 @@ BENCH_DIR = Path("runs") / "bench"
 
 def write_json(path: Path, data: dict) -> Path:
     """Atomic JSON write (temp file + rename)."""
-    from .checkpoints import atomic_write_text
+    from .atomic import atomic_write_text
 
     atomic_write_text(Path(path), json.dumps(data, indent=2))
     return Path(path)

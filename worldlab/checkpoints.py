@@ -20,10 +20,8 @@ ValueError naming the first field that differs.
 from __future__ import annotations
 
 import json
-import os
 import re
 import shutil
-import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -31,50 +29,9 @@ import torch
 from diffusers.utils import SAFETENSORS_WEIGHTS_NAME
 from safetensors.torch import load_file, save_file
 
+from .atomic import atomic_dir
+
 CHECKPOINT_RE = re.compile(r"^step_(\d{8})$")
-
-# ----------------------------------------------------------------------------------------
-# Atomic directories
-# ----------------------------------------------------------------------------------------
-
-
-def atomic_dir(final: Path, write) -> Path:
-    """Call write(tmp_dir), then rename tmp_dir to `final` (replacing it); clean up on error."""
-    final = Path(final)
-    final.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".tmp-{final.name}-", dir=final.parent))
-    try:
-        write(tmp)
-        if final.exists():  # os.replace cannot replace a non-empty directory: move it aside
-            old = Path(tempfile.mkdtemp(prefix=f".old-{final.name}-", dir=final.parent))
-            os.replace(final, old / final.name)
-            os.replace(tmp, final)
-            shutil.rmtree(old)
-        else:
-            os.replace(tmp, final)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
-    return final
-
-
-def atomic_write_bytes(path: Path, data: bytes) -> None:
-    """Write a small file through a temporary file in the same directory + os.replace."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".tmp-{path.name}-", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-
-
-def atomic_write_text(path: Path, text: str) -> None:
-    atomic_write_bytes(path, text.encode())
-
 
 def save_model_dir(model, path: Path) -> Path:
     """`model.save_pretrained` (safetensors + config.json), atomically."""

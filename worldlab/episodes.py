@@ -24,9 +24,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import os
 import re
-import tempfile
 import zipfile
 from collections import OrderedDict
 from dataclasses import dataclass, field
@@ -36,13 +34,12 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from .atomic import atomic_write
 from .camera import ACTION_WIDTH, check_c2w, check_K
 from .engines.base import Event
 
 FORMAT_VERSION = 1
 REQUIRED_META = ("engine", "fps", "units")
-_UMASK = os.umask(0o022)
-os.umask(_UMASK)  # read the process umask (os.umask can only be read by setting it)
 _ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
 
 
@@ -189,25 +186,6 @@ def prompts_from_steps(prompts: list[str | None], scene: str, character: str
 # ----------------------------------------------------------------------------------------
 
 
-def _atomic_write(path: Path, write) -> None:
-    """Call write(file_object) on a temp file next to `path`, then os.replace it into place.
-
-    A crash before the replace leaves the old file (or none) and no temp file behind.
-    """
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        os.chmod(tmp, 0o666 & ~_UMASK)  # mkstemp makes 0600; give the usual permissions
-        with os.fdopen(fd, "wb") as f:
-            write(f)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
-
-
 def save_episode(episode: Episode, path: str | Path) -> None:
     """Validate and write one episode atomically to `path` (.npz)."""
     episode.validate()
@@ -221,7 +199,7 @@ def save_episode(episode: Episode, path: str | Path) -> None:
         arrays["depth"] = episode.depth
     if episode.instance is not None:
         arrays["instance"] = episode.instance
-    _atomic_write(Path(path), lambda f: np.savez_compressed(f, **arrays))
+    atomic_write(Path(path), lambda f: np.savez_compressed(f, **arrays))
 
 
 def load_episode(path: str | Path) -> Episode:
@@ -282,7 +260,7 @@ class EpisodeStore:
     def _write_index(self, episodes: dict[str, dict]) -> None:
         text = json.dumps({"format": FORMAT_VERSION, "episodes": dict(sorted(episodes.items()))},
                           indent=1)
-        _atomic_write(self.root / self.INDEX, lambda f: f.write(text.encode()))
+        atomic_write(self.root / self.INDEX, lambda f: f.write(text.encode()))
 
     def next_id(self) -> str:
         numbers = [int(i) for i in self.ids() if i.isdigit()]
@@ -366,7 +344,7 @@ class LatentCache:
         if not np.isfinite(latents).all():
             raise ValueError(f"latents for {episode_id!r} must be finite")
         blob = save({"latents": np.ascontiguousarray(latents)})
-        _atomic_write(self._path(episode_id), lambda f: f.write(blob))
+        atomic_write(self._path(episode_id), lambda f: f.write(blob))
         self._memory.pop(episode_id, None)
 
     def get(self, episode_id: str) -> np.ndarray:

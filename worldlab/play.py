@@ -393,7 +393,7 @@ class WorldSession:
         """Write the session to a directory (state.safetensors + session.json), atomically."""
         from safetensors.torch import save_file
 
-        from .checkpoints import atomic_dir
+        from .atomic import atomic_dir
 
         tensors, meta = self.state()
 

@@ -131,7 +131,7 @@ def scores(results) -> dict:
 
 def write_outputs(out: Path, first, results, fps: float) -> dict:
     """generated.mp4, side_by_side.mp4 (when there is a twin) and scores.json under `out`."""
-    from .checkpoints import atomic_write_text
+    from .atomic import atomic_write_text
 
     out.mkdir(parents=True, exist_ok=True)
     frames = np.stack([first.frame] + [r.frame for r in results])  # (t + 1, h, w, 3)

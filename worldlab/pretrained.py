@@ -112,7 +112,7 @@ def package_world(autoencoder: str | Path, world: str | Path, config: str | Path
     import shutil
 
     from .autoencoder import VideoAutoencoder
-    from .checkpoints import atomic_dir
+    from .atomic import atomic_dir
     from .model.dit import WorldModel
 
     def write(tmp: Path) -> None:

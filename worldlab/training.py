@@ -31,8 +31,9 @@ from typing import Any
 import numpy as np
 import torch
 
-from .checkpoints import (atomic_write_text, latest_checkpoint, load_checkpoint, load_weights,
-                          save_checkpoint, save_model_dir)
+from .atomic import atomic_write_text
+from .checkpoints import (latest_checkpoint, load_checkpoint, load_weights, save_checkpoint,
+                          save_model_dir)
 from .config import TrainConfig
 from .textenc import CaptionTable
 

@@ -352,8 +352,7 @@ class ProceduralEngine:
             if not len(idx):
                 continue
             scene, tri_mat = self._shape(obj.shape)
-            c, s = math.cos(math.radians(obj.yaw)), math.sin(math.radians(obj.yaw))
-            rot = np.array([[c, -s, 0], [s, c, 0], [0, 0, 1]], np.float32)  # local -> world
+            rot = pw.yaw_rotation(obj.yaw)  # local -> world
             local = np.empty((len(idx), 6), np.float32)
             local[:, :3] = (o - np.asarray(obj.position, np.float32)) @ rot
             local[:, 3:] = rays[idx, 3:] @ rot

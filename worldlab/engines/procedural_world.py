@@ -262,9 +262,13 @@ def character_mesh(kind: str, kind_mats: dict, position, yaw_deg: float):
         parts = [sphere((0, 0, 0.3), 0.55, body, squash=0.6),
                  sphere((0.3, 0, 0.55), 0.12, head)]
     verts, tris, tri_mat = merge(parts)
+    return verts @ yaw_rotation(yaw_deg).T + np.asarray(position, np.float32), tris, tri_mat
+
+
+def yaw_rotation(yaw_deg: float) -> np.ndarray:
+    """(3, 3) float32 rotation by `yaw_deg` degrees about +z (counter-clockwise from above)."""
     c, s = math.cos(math.radians(yaw_deg)), math.sin(math.radians(yaw_deg))
-    rot = np.array([[c, -s, 0], [s, c, 0], [0, 0, 1]], np.float32)
-    return verts @ rot.T + np.asarray(position, np.float32), tris, tri_mat
+    return np.array([[c, -s, 0], [s, c, 0], [0, 0, 1]], np.float32)
 
 
 # bounding sphere around a character's centre (z = 0.75): its meshes reach 0.85 (the imp's

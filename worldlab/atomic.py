@@ -1,0 +1,66 @@
+"""Atomic writes: a file or a directory appears whole at its final path or not at all.
+
+Everything is written next to its final place (a hidden temporary file or directory in the
+same folder) and renamed into place with `os.replace`, so a crash mid-write leaves the
+previous version (or nothing) and no temporary behind. Results get the usual permissions
+(0666 / 0777 minus the process umask), not the private 0600 / 0700 of `tempfile`.
+
+A leaf module (standard library only): episode stores, benchmarks and checkpoints all use
+it without importing each other's dependencies.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+from pathlib import Path
+
+_UMASK = os.umask(0o022)
+os.umask(_UMASK)  # read the process umask (os.umask can only be read by setting it)
+
+
+def atomic_write(path: Path, write) -> None:
+    """Call write(binary file object) on a temp file next to `path`, then replace `path`."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        os.chmod(tmp, 0o666 & ~_UMASK)
+        with os.fdopen(fd, "wb") as f:
+            write(f)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def atomic_write_bytes(path: Path, data: bytes) -> None:
+    atomic_write(path, lambda f: f.write(data))
+
+
+def atomic_write_text(path: Path, text: str) -> None:
+    atomic_write(path, lambda f: f.write(text.encode()))
+
+
+def atomic_dir(final: Path, write) -> Path:
+    """Call write(tmp_dir), then rename tmp_dir to `final` (replacing it); clean up on error."""
+    final = Path(final)
+    final.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".tmp-{final.name}-", dir=final.parent))
+    try:
+        os.chmod(tmp, 0o777 & ~_UMASK)
+        write(tmp)
+        if final.exists():  # os.replace cannot replace a non-empty directory: move it aside
+            old = Path(tempfile.mkdtemp(prefix=f".old-{final.name}-", dir=final.parent))
+            os.replace(final, old / final.name)
+            os.replace(tmp, final)
+            shutil.rmtree(old)
+        else:
+            os.replace(tmp, final)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return final
