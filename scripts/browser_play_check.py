@@ -346,7 +346,7 @@ def main(argv=None) -> int:
         finally:
             stop_lab(lab)
     summary["checks"] = verdicts(summary)
-    from worldlab.checkpoints import atomic_write_bytes
+    from worldlab.atomic import atomic_write_bytes
 
     atomic_write_bytes(args.out / "summary.json",
                        json.dumps(summary, indent=1, default=str).encode())
