@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Reproduce the shipped default world, data/checkpoints/doom64: DOOM (freedoom2 MAP01),
 # 64x64, `small` preset. Every stage is a `python -m worldlab` command; budgets are
-# wall-clock minutes (each stage times its own steps to fit, see training.steps_for_budget).
+# wall-clock minutes (each stage times its own steps to fit, see worldlab.train.steps_for_budget).
 #
 #   bash scripts/train_default.sh                      # defaults below
 #   EPISODES=200 AE_MINUTES=60 WORLD_MINUTES=120 bash scripts/train_default.sh   # a CPU day

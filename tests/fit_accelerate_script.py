@@ -14,7 +14,7 @@ from safetensors.torch import save_file
 
 from worldlab.config import make_config
 from worldlab.model.dit import WorldModel
-from worldlab.training import fit, make_accelerator, world_model_loss
+from worldlab.train import fit, make_accelerator, world_model_loss
 
 
 class RandomClips(torch.utils.data.Dataset):

@@ -8,10 +8,11 @@ import numpy as np
 import pytest
 import torch
 
-from worldlab import autoencoder as A
 from worldlab.config import make_config
 from worldlab.episodes import LatentCache
 from worldlab.metrics import gaussian_window, psnr, ssim
+from worldlab.model import autoencoder as A
+from worldlab.train import FrameDataset, autoencoder_loss, autoencoder_train_config, fit
 
 from synthetic_episodes import synthetic_rgb, synthetic_store
 
@@ -148,8 +149,9 @@ def test_training_reduces_loss_and_raises_psnr():
     frames = A.frames_to_tensor(rgb)
     before = A.evaluate_autoencoder(ae, frames)
     losses = []
-    train = A.autoencoder_train_config(TINY, steps=40, lr=3e-3, batch_size=8, warmup_steps=2)
-    A.train_autoencoder(ae, rgb, TINY, train=train, callbacks=[lambda s: losses.append(s)])
+    train = autoencoder_train_config(TINY, steps=40, lr=3e-3, batch_size=8, warmup_steps=2)
+    fit(ae, FrameDataset(rgb), train, autoencoder_loss(TINY),
+        callbacks=[lambda s: losses.append(s)])
     ae.eval()
     after = A.evaluate_autoencoder(ae, frames)
     assert [s["step"] for s in losses] == list(range(1, 41))

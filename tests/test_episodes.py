@@ -12,7 +12,7 @@ from worldlab.engines.base import Event
 from worldlab.episodes import (Episode, EpisodeClips, EpisodeError, EpisodeStore, LatentCache,
                                PromptSegment, collate_clips, load_episode, make_meta,
                                prompts_from_steps, save_episode)
-from worldlab.realestate import RE10K_TO_WORLD, import_realestate10k
+from worldlab.episodes.realestate import RE10K_TO_WORLD, import_realestate10k
 
 
 def make_episode(t=8, size=8, seed=0, depth=True) -> Episode:
@@ -95,8 +95,24 @@ def test_store_write_read_index(tmp_path):
     assert ids == ["000000", "000001", "000002"] == store.ids()
     assert store.index["000001"] == {"id": "000001", "frames": 8, "size": [8, 8],
                                      "engine": "synthetic", "map": None, "policy": "straight",
-                                     "seed": 1, "events": ["summon_monster"], "has_depth": True}
+                                     "seed": 1, "event_rate": None, "events": ["summon_monster"],
+                                     "has_depth": True}
     _same(store.read("000002"), make_episode(seed=2))
+
+
+def test_store_describe_is_what_a_world_was_trained_on(tmp_path):
+    store = EpisodeStore(tmp_path)
+    for s in range(3):
+        store.write(make_episode(t=8 + 4 * s, seed=s))
+    assert store.describe() == {"engine": "synthetic", "map": "None", "size": 8,
+                                "episodes": 3, "frames": 16, "policy": "straight",
+                                "event_rate": None}
+    assert store.describe(["000000"])["frames"] == 8
+    with pytest.raises(ValueError, match="'nope' is not indexed"):
+        store.describe(["nope"])
+    store.write(make_episode(size=16, seed=9))
+    with pytest.raises(ValueError, match="one square frame size"):
+        store.describe()
     assert store.validate_all() == {}
     with pytest.raises(ValueError, match="already exists"):
         store.write(make_episode(), "000001")

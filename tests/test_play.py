@@ -11,8 +11,8 @@ import pytest
 import torch
 
 import worldlab as wl
-from worldlab.autoencoder import VideoAutoencoder
 from worldlab.camera import Action
+from worldlab.model.autoencoder import VideoAutoencoder
 from worldlab.model.dit import WorldModel
 from worldlab.play import WorldSession
 from worldlab.pretrained import load_world
@@ -96,7 +96,8 @@ def test_step_stream_shapes_and_chunks(world, policy):
         made = [r.stats["key_to_pixel_ms"] is not None for r in results]
         assert made == [i % f == f - 1 for i in range(2 * f + 1)]
         assert all(np.array_equal(r.frame, results[0].frame) for r in results[:f - 1])
-    assert s.cache.chunks == 1 + sum(r.stats["key_to_pixel_ms"] is not None for r in results)
+    made = sum(r.stats["key_to_pixel_ms"] is not None for r in results)
+    assert s.state.cache.chunks == 1 + made
 
 
 def test_hold_policy_holds_the_chunks_first_action(world):
@@ -146,12 +147,14 @@ def test_cache_is_bounded_and_memory_flat(world):
     window = world.model.config.window_chunks
     for i in range(world.chunk_frames * (window + 3)):
         r = s.step(WALK[i % 4])
-    assert r.stats["cache_chunks"] == window and s.cache.chunks == window + 4
-    keys = s.cache.keys[0].shape[2]
+    assert r.stats["cache_chunks"] == window and s.state.cache.chunks == window + 4
+    keys = s.state.cache.keys[0].shape[2]
     assert keys == window * world.chunk_frames * world.model.grid ** 2
-    assert len(s.queue) < world.chunk_frames and len(s.log) == 0  # no twin: no replay log
+    # no twin: no replay log
+    assert len(s.state.queue) < world.chunk_frames and len(s.state.log) == 0
     # no autograd history hangs off the cache (it would chain every chunk ever appended)
-    assert not any(k.requires_grad or k.grad_fn for k in s.cache.keys + s.cache.values)
+    cache = s.state.cache
+    assert not any(k.requires_grad or k.grad_fn for k in cache.keys + cache.values)
 
 
 # ----------------------------------------------------------------------------------------
@@ -185,10 +188,10 @@ def test_save_load_resumes_identically(world, tmp_path, policy):
 
 def test_load_rejects_a_directory_that_is_not_a_session(world, tmp_path):
     s = session(world, twin=False)
-    before = s.state()
+    before = s.snapshot()
     with pytest.raises(ValueError, match="not a saved session"):
         s.load(tmp_path)
-    assert_same_state(before, s.state())
+    assert_same_state(before, s.snapshot())
 
 
 # ----------------------------------------------------------------------------------------
@@ -211,18 +214,18 @@ def test_bad_input_raises_and_leaves_state_unchanged(world, action, prompt, matc
     s = session(world)
     for i in range(2 if mid_chunk else world.chunk_frames):
         s.step(WALK[i])
-    before = s.state()
+    before = s.snapshot()
     with pytest.raises(ValueError, match=match):
         s.step(action, prompt)
-    assert_same_state(before, s.state())
+    assert_same_state(before, s.snapshot())
 
 
 def test_pitch_past_the_horizon_limit_raises_before_any_change(world):
     s = session(world, twin=False)  # without the twin the session integrates the pose
-    before = s.state()
+    before = s.snapshot()
     with pytest.raises(ValueError, match="pitch must be in"):
         s.step(Action(pitch=30.0))  # held for 4 frames: 120 degrees
-    assert_same_state(before, s.state())
+    assert_same_state(before, s.snapshot())
     assert s.step(Action(pitch=10.0)).step == 1  # still usable
 
 
@@ -232,7 +235,7 @@ def test_reset_from_user_frames(world):
     s = WorldSession(world, twin=True)
     first = s.reset(frames=frames)
     assert np.array_equal(first.frame, frames[-1]) and first.twin_frame is None
-    assert s.cache.chunks == 2 and s.engine is None
+    assert s.state.cache.chunks == 2 and s.engine is None
     assert s.step(Action(forward=0.1)).frame.shape == (size, size, 3)
     with pytest.raises(ValueError, match="multiple of chunk_frames"):
         s.reset(frames=frames[:f + 1])
@@ -258,11 +261,30 @@ def test_notebook_game_scripted_run_uses_the_keyboard_path(world):
     assert game.press("q") is None  # unmapped keys are ignored
     game._guard(game.apply, {"buttons": ["fly"]})  # callback errors land in the panel
     assert "unknown button 'fly'" in game.errors.outputs[-1]["text"]
-    assert a.step_index == len(keys) * f
+    assert a.state.step_index == len(keys) * f
+
+
+@pytest.mark.parametrize("policy", ["hold", "buffer"])
+def test_step_chunk_is_one_key_press(world, policy):
+    """"hold": a press plays the chunk it opens (f steps, each frame shown once), the same
+    as f steps with that action; "buffer": one step. The session's public view of the
+    screen (`current`) is the last result."""
+    s, ref = session(world, policy), session(world, policy)
+    results = s.step_chunk(Action(forward=0.2), "summon a monster")
+    expected = [ref.step(Action(forward=0.2), "summon a monster")] + \
+        [ref.step(Action(forward=0.2)) for _ in range(len(results) - 1)]
+    assert len(results) == (world.chunk_frames if policy == "hold" else 1)
+    for x, y in zip(results, expected):
+        assert np.array_equal(x.frame, y.frame) and x.step == y.step
+    now = s.current()
+    assert now.step == results[-1].step and np.array_equal(now.frame, results[-1].frame)
+    assert not s.state.queue or policy == "buffer"
+    with pytest.raises(RuntimeError, match="reset"):
+        WorldSession(world).current()
 
 
 def test_script_validation_names_index_and_field(tmp_path):
-    from worldlab.play_cli import load_script
+    from worldlab.play.script import load_script
 
     path = tmp_path / "a.json"
     path.write_text(json.dumps([{"forward": 0.2}, {"yaw": "left"}]))
@@ -280,7 +302,7 @@ def test_play_cli_writes_videos_and_scores(world_dir, tmp_path):
     import imageio.v3 as iio
 
     from worldlab.cli import main
-    from worldlab.play_cli import demo_script
+    from worldlab.play.script import demo_script
 
     script = tmp_path / "actions.json"
     script.write_text(json.dumps(demo_script(6)))
@@ -296,10 +318,10 @@ def test_play_cli_writes_videos_and_scores(world_dir, tmp_path):
 
 
 def test_minimap_holds_the_trail_and_heading_after_a_script(world):
-    from worldlab.play_widgets import HERE_TRACE, TRAIL_TRACE, NotebookGame
+    from worldlab.play.widgets import HERE_TRACE, TRAIL_TRACE, NotebookGame
 
     s = session(world)
-    start = s.pose[:2, 3].copy()
+    start = s.state.pose[:2, 3].copy()
     game = NotebookGame(s)
     walk = WALK + [Action(yaw=45.0), Action(forward=0.2, yaw=-30.0)]  # not a whole chunk
     results = game.run_script(walk)
@@ -315,7 +337,7 @@ def test_minimap_holds_the_trail_and_heading_after_a_script(world):
 
 
 def test_minimap_is_redrawn_once_per_chunk(world):
-    from worldlab.play_widgets import TRAIL_TRACE, NotebookGame
+    from worldlab.play.widgets import TRAIL_TRACE, NotebookGame
 
     s = session(world)
     game = NotebookGame(s)
@@ -331,7 +353,7 @@ def test_minimap_is_redrawn_once_per_chunk(world):
 
 
 def test_minimap_cache_points_hook(world):
-    from worldlab.play_widgets import CACHE_TRACE, NotebookGame
+    from worldlab.play.widgets import CACHE_TRACE, NotebookGame
 
     game = NotebookGame(session(world))
     cache = game.map.data[CACHE_TRACE]

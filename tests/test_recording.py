@@ -4,9 +4,9 @@ import numpy as np
 import pytest
 
 from worldlab import camera
-from worldlab.cli import main
+from worldlab.cli import build_parser, main
 from worldlab.episodes import EpisodeStore
-from worldlab.recording import dataset_stats, record_episode, revisit_pairs
+from worldlab.episodes.recording import dataset_stats, record_episode, revisit_pairs
 
 
 def _same(a, b):
@@ -61,6 +61,26 @@ def test_data_cli_record_is_independent_of_workers(tmp_path, capsys):
     with pytest.raises(ValueError, match="already exists"):
         main(common + ["--workers", "1", "--out", str(tmp_path / "w1")])
     assert (tmp_path / "w1" / "index.json").read_bytes() == before
+
+
+def test_data_record_takes_its_defaults_from_the_preset(tmp_path):
+    """Flags not given come from the preset's data section; a flag given wins."""
+    from worldlab.config import make_config
+    from worldlab.episodes.cli import record_settings
+
+    cli = build_parser("data")
+    args = cli.parse_args(["data", "record", "--preset", "tiny", "--engine", "procedural",
+                           "--episodes", "1", "--out", str(tmp_path / "s")])
+    tiny = make_config("tiny").data
+    assert record_settings(args) == {
+        "engine": "procedural", "episodes": 1, "frames": tiny.frames, "size": tiny.size,
+        "workers": tiny.workers, "policy": tiny.policy, "event_rate": tiny.event_rate,
+        "map": tiny.map}
+    assert main(["data", "record", "--preset", "tiny", "--engine", "procedural",
+                 "--episodes", "1", "--out", str(tmp_path / "s")]) == 0
+    (entry,) = EpisodeStore(tmp_path / "s").index.values()
+    assert entry["frames"] == tiny.frames and entry["size"] == [tiny.size] * 2
+    assert entry["event_rate"] == tiny.event_rate
 
 
 def test_revisit_pairs_on_a_leave_and_return_path():

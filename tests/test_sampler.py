@@ -8,7 +8,7 @@ import pytest
 import torch
 import torch.nn as nn
 
-from worldlab import sampler
+from worldlab.model import sampler
 from worldlab.model import WorldModel
 
 from test_model import B, C, F, S, make_inputs, make_model  # the shared tiny setup

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import torch
 
-from worldlab.textenc import MAX_CHARS, TEXT_DIM, TextEncoder
+from worldlab.model.textenc import MAX_CHARS, TEXT_DIM, TextEncoder
 
 
 @pytest.fixture(scope="module")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -12,13 +13,14 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-from worldlab import checkpoints as C
-from worldlab import training as T
-from worldlab.autoencoder import VideoAutoencoder, encode_store
+from worldlab import train as T
 from worldlab.cli import main
 from worldlab.config import make_config
 from worldlab.episodes import EpisodeClips, LatentCache, collate_clips
+from worldlab.model.autoencoder import VideoAutoencoder, encode_store
 from worldlab.model.dit import WorldModel
+from worldlab.model.textenc import CaptionTable
+from worldlab.train import checkpoints as C
 
 from fit_accelerate_script import RandomClips
 from synthetic_episodes import synthetic_store
@@ -116,7 +118,7 @@ def test_overfit_one_batch_with_captions(tmp_path):
     torch.manual_seed(0)
     encode_store(VideoAutoencoder.from_config_dataclass(CFG.autoencoder).eval(), store, cache)
     clips = EpisodeClips(store, clip_frames=2 * CF, chunk_frames=CF, latents=cache)
-    captions = T.CaptionTable()
+    captions = CaptionTable()
     cfg = train_cfg(steps=40, lr=3e-3, warmup_steps=2, batch_size=2, text_dropout=0.0)
     losses = []
     T.fit(tiny_world(), clips, cfg, T.world_model_loss(cfg, CF, captions),
@@ -228,6 +230,9 @@ def test_cli_trains_autoencoder_then_world(tmp_path, capsys):
                  "--autoencoder", str(tmp_path / "ae" / "model")]) == 0
     assert "encoded 3 episodes" in capsys.readouterr().out
     assert WorldModel.from_pretrained(tmp_path / "wm" / "model").config.latent_size == 4
+    # the run's config says what it was trained on, not the preset's recording defaults
+    data = json.loads((tmp_path / "wm" / "world_config.json").read_text())["data"]
+    assert (data["episodes"], data["frames"], data["size"]) == (3, 2 * CF, 32)
     with pytest.raises(ValueError, match="latent cache .* is incomplete"):
         main(["train", "world", *common, "--out", str(tmp_path / "wm2"),
               "--latents", str(tmp_path / "empty")])
@@ -238,5 +243,27 @@ def test_cli_trains_autoencoder_then_world(tmp_path, capsys):
     assert WorldModel.from_pretrained(tmp_path / "wm3" / "ema").config.window_chunks == 3
     with pytest.raises(ValueError, match="width=.* but the model has width=48"):
         main(["train", "world", *common, *init, "--set", "model__width=48"])
-    with pytest.raises(ValueError, match="--init starts a new run"):
+    with pytest.raises(ValueError, match="init starts a new run"):
         main(["train", "world", *common, *init, "--resume"])
+
+
+def test_recipes_are_reproducible_and_report_their_plan(tmp_path):
+    """The same config starts from the same weights whatever ran before (seeded init), so
+    two runs of a recipe give identical models; `on_start` gets the plan, callbacks every
+    step."""
+    from worldlab.train import recipes
+
+    store = synthetic_store(tmp_path / "store", episodes=3, t=2 * CF, size=32)
+    cfg = make_config("tiny", autoencoder__steps=2, train__steps=2)
+    plans, states = [], []
+    ae = recipes.autoencoder(store, cfg.autoencoder, on_start=plans.append,
+                             callbacks=[states.append])
+    torch.rand(5)  # the global RNG moves on; the next run must not care
+    again = recipes.autoencoder(store, cfg.autoencoder)
+    assert ae.scores == again.scores and ae.held_ids == again.held_ids == store.ids()[-1:]
+    assert plans[0]["steps"] == 2 and [s["step"] for s in states] == [1, 2]
+    runs = [recipes.world(store, cfg, autoencoder=ae.model, latents=tmp_path / "lat",
+                          ids=store.ids()[:2], text=False) for _ in range(2)]
+    for a, b in zip(runs[0].ema.parameters(), runs[1].ema.parameters()):
+        assert torch.equal(a, b)
+    assert runs[0].config.data.episodes == 2 and runs[0].captions is None

@@ -4,27 +4,35 @@
     wl.camera.straight(10)          # conventions, poses, rays, actions, trajectories
     wl.make_config("tiny")          # configs and presets
 
-Submodules load on first use, so `import worldlab` stays fast and torch is imported only
-by the parts that need it.
+The rooms, in the order data flows (a room imports only rooms before it):
+
+    camera, config, atomic, metrics, paths, viz   leaves
+    engines      ground-truth worlds (procedural, DOOM) and scripted players
+    episodes     the episode schema and store, recording, datasets
+    model        autoencoder, chunk-causal DiT, conditioning, text, sampler
+    memory       what carries the past beyond the KV window (3D cache, ...)
+    pretrained   a packaged world on disk
+    train        the loop, losses, checkpoints, the recipes
+    evaluate     protocols against the engine, baselines, benchmarks, reports
+    play         a live session and its shells (widget, scripted play)
+    cli          `python -m worldlab data|train|eval|play|bench`
+
+Rooms load on first use, so `import worldlab` stays fast and torch is imported only by the
+parts that need it. `docs/design.md` is the design.
 """
 
 from __future__ import annotations
 
 import importlib
-from pathlib import Path
 
 from . import camera, config
 from .config import make_config
+from .paths import DATA, ROOT, RUNS, VERSION
 
-__version__ = "0.1.0"
+__version__ = VERSION
 
-ROOT = Path(__file__).resolve().parents[1]  # the repository (editable install)
-DATA = ROOT / "data"  # shipped checkpoints and samples
-RUNS = ROOT / "runs"  # git-ignored artifacts: checkpoints, metrics, executed notebooks
-
-_LAZY = ("viz", "engines", "episodes", "recording", "realestate", "autoencoder", "model",
-         "memory", "metrics", "sampler", "training", "checkpoints", "pretrained", "distill",
-         "evaluate", "play", "cli", "bench", "textenc")
+_LAZY = ("atomic", "metrics", "paths", "viz", "engines", "episodes", "model", "memory",
+         "pretrained", "train", "evaluate", "play", "cli")
 
 
 def __getattr__(name: str):

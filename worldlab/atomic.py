@@ -11,6 +11,7 @@ it without importing each other's dependencies.
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import tempfile
@@ -43,6 +44,12 @@ def atomic_write_bytes(path: Path, data: bytes) -> None:
 
 def atomic_write_text(path: Path, text: str) -> None:
     atomic_write(path, lambda f: f.write(text.encode()))
+
+
+def atomic_write_json(path: Path, data) -> Path:
+    """`data` as indented JSON at `path`, atomically; returns the path."""
+    atomic_write_text(path, json.dumps(data, indent=2))
+    return Path(path)
 
 
 def atomic_dir(final: Path, write) -> Path:

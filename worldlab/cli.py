@@ -1,8 +1,10 @@
 """`python -m worldlab <command> ...`: the command-line front end.
 
-Each command lives in the module that does the work; that module defines
+Each command lives in the room that does the work; that module defines
 `configure_cli(parser)`, which adds its arguments (and sub-commands) and sets
-`func=<callable(args) -> int>`. Only the chosen command's module is imported.
+`func=<callable(args) -> int>`. Only the chosen command's module is imported. `bench` is
+spelled here, the one place that sits above every room: its benchmarks live in the rooms
+they measure (`BENCHMARKS`).
 """
 
 from __future__ import annotations
@@ -10,14 +12,49 @@ from __future__ import annotations
 import argparse
 import importlib
 import sys
+from pathlib import Path
 
 COMMANDS: dict[str, tuple[str, str]] = {
-    "data": ("worldlab.recording", "record episodes from an engine, import real video"),
-    "train": ("worldlab.training", "train the autoencoder or the world model"),
-    "eval": ("worldlab.evaluate", "score a checkpoint against the engine's ground truth"),
-    "play": ("worldlab.play", "play a world headless from a scripted action file"),
-    "bench": ("worldlab.bench", "speed benchmarks: engines, model, play"),
+    "data": ("worldlab.episodes.cli", "record episodes from an engine, import real video"),
+    "train": ("worldlab.train.cli", "train the autoencoder or the world model"),
+    "eval": ("worldlab.evaluate.cli", "score a checkpoint against the engine's ground truth"),
+    "play": ("worldlab.play.script", "play a world headless from a scripted action file"),
+    "bench": ("worldlab.cli", "speed benchmarks: engines, model, play"),
 }
+
+# name -> (module, function(checkpoint, steps) or function(steps) -> JSON-able dict)
+BENCHMARKS: dict[str, tuple[str, str]] = {
+    "engines": ("worldlab.evaluate.bench", "bench_engines"),
+    "model": ("worldlab.evaluate.bench", "bench_model"),
+    "play": ("worldlab.play.script", "bench_play"),
+}
+
+
+def _bench(args) -> int:
+    import torch
+
+    from .evaluate.report import write_json
+
+    torch.set_num_threads(args.threads)
+    module, name = BENCHMARKS[args.what]
+    fn = getattr(importlib.import_module(module), name)
+    data = fn(steps=args.steps) if args.what == "engines" else \
+        fn(checkpoint=args.checkpoint, steps=args.steps)
+    print(f"wrote {write_json(Path(args.out) / f'{args.what}.json', data)}")
+    return 0
+
+
+def configure_cli(parser) -> None:
+    """The `bench` command."""
+    from .paths import RUNS
+
+    parser.add_argument("what", choices=list(BENCHMARKS))
+    parser.add_argument("--steps", type=int, default=300, help="steps to time")
+    parser.add_argument("--threads", type=int, default=1, help="torch threads")
+    parser.add_argument("--checkpoint", default=None,
+                        help="world directory (model, play; default: the shipped world)")
+    parser.add_argument("--out", default=str(RUNS / "bench"))
+    parser.set_defaults(func=_bench)
 
 
 def build_parser(command: str | None = None) -> argparse.ArgumentParser:

@@ -29,14 +29,17 @@ PRESETS = ("tiny", "small", "base", "large")
 
 @dataclass
 class DataConfig:
+    """What `data record` records by default, and what a trained world was trained on (the
+    world recipe rewrites these from the store it actually read)."""
     engine: str = "doom"  # "doom" | "procedural"
     map: str = "MAP01"  # doom map name; ignored by the procedural engine
     size: int = 64  # frames are size x size pixels
     episodes: int = 200
     frames: int = 64  # frames per episode
-    chunk_frames: int = 4  # frames per generation chunk
-    clip_chunks: int = 4  # chunks per training clip
-    workers: int = 2
+    policy: str = "mix"  # scripted player (engines.policies) or "mix"
+    event_rate: float = 0.05  # probability per step of an event prompt
+    clip_chunks: int = 4  # chunks per training clip (chunk length: model.chunk_frames)
+    workers: int = 2  # recording processes, one engine each
 
 
 @dataclass
@@ -84,7 +87,6 @@ class TrainConfig:
     time_schedule: str = "logit_normal"  # flow time t ~ "logit_normal" (SD3) | "uniform"
     text_dropout: float = 0.1
     seed: int = 0
-    log_every: int = 50
     checkpoint_every: int = 500
     keep_checkpoints: int = 3  # older step_* checkpoint directories are deleted
     mixed_precision: str = "no"  # "no" | "bf16"
@@ -114,9 +116,17 @@ class WorldConfig:
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> "WorldConfig":
-        d = dict(d)
+        """The inverse of `to_dict`; fields in RETIRED (read by nothing, kept in older
+        world_config.json files) are dropped, any other unknown field is an error."""
+        d = {k: dict(v) if isinstance(v, dict) else v for k, v in d.items()}
+        for section, name in RETIRED:
+            d.get(section, {}).pop(name, None)
         preset = d.pop("preset", "small")
         return make_config(preset, **d)
+
+
+# fields that once existed and had no effect; older configs on disk may still carry them
+RETIRED = (("data", "chunk_frames"), ("train", "log_every"))
 
 
 # ----------------------------------------------------------------------------------------
@@ -129,7 +139,7 @@ _PRESET_OVERRIDES: dict[str, dict[str, dict[str, Any]]] = {
         "autoencoder": {"block_out_channels": (8, 16, 16, 16), "latent_channels": 4,
                         "norm_num_groups": 4, "steps": 4, "batch_size": 4},
         "model": {"width": 32, "depth": 2, "heads": 2, "window_chunks": 4},
-        "train": {"steps": 4, "batch_size": 2, "warmup_steps": 1, "log_every": 1,
+        "train": {"steps": 4, "batch_size": 2, "warmup_steps": 1,
                   "checkpoint_every": 2},
         "sample": {"steps": 2},
     },

@@ -14,6 +14,7 @@ Shape names: c channels, h w height width.
 
 from __future__ import annotations
 
+import numpy as np
 import torch
 import torch.nn.functional as F
 
@@ -78,3 +79,26 @@ def ssim(x: torch.Tensor, y: torch.Tensor, data_range: float = 2.0,
     struct = (2 * cov + c2) / (var_x + var_y + c2)
     per_map = (lum * struct).flatten(1).mean(1)  # (m,)
     return per_map.view(*lead, c).mean(-1).to(torch.float32)  # (...)
+
+
+# ----------------------------------------------------------------------------------------
+# Scores of uint8 frames (what engines record and front ends show)
+# ----------------------------------------------------------------------------------------
+
+
+def _uint8_frames(frames) -> torch.Tensor:
+    """uint8 (t, h, w, 3) -> float (t, 3, h, w) in [-1, 1]."""
+    x = np.asarray(frames)
+    if x.dtype != np.uint8 or x.ndim != 4 or x.shape[-1] != 3:
+        raise ValueError(f"frames must be uint8 (t, h, w, 3), got {x.dtype} {x.shape}")
+    return torch.from_numpy(np.ascontiguousarray(x)).permute(0, 3, 1, 2).float() / 127.5 - 1
+
+
+def frame_psnr(pred, true) -> np.ndarray:
+    """PSNR (dB) per frame of uint8 frames (t, h, w, 3): a numpy array (t,)."""
+    return psnr(_uint8_frames(pred), _uint8_frames(true)).reshape(-1).numpy()
+
+
+def frame_ssim(pred, true) -> np.ndarray:
+    """SSIM per frame of uint8 frames (t, h, w, 3): a numpy array (t,)."""
+    return ssim(_uint8_frames(pred), _uint8_frames(true)).reshape(-1).numpy()

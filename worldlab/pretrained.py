@@ -19,16 +19,22 @@ Shape legend: t frames, c latent channels, h w height/width, n chunks, k = 3, e 
 from __future__ import annotations
 
 import json
+import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 import torch
 
+from .atomic import atomic_dir
 from .config import WorldConfig
-from .textenc import CaptionTable
+from .model.autoencoder import VideoAutoencoder, frames_to_tensor, tensor_to_frames
+from .model.dit import WorldModel
+from .model.textenc import CaptionTable
+from .paths import ROOT
 
 CAPTIONS_FILE = "captions.safetensors"
+DEFAULT_WORLD = Path("data") / "checkpoints" / "doom64"  # the shipped world, under ROOT
 
 
 def resolve_device(device: str = "auto") -> torch.device:
@@ -58,8 +64,6 @@ class World:
 
     def encode(self, rgb: np.ndarray) -> torch.Tensor:
         """uint8 frames (t, h, w, 3) -> latents (1, t, c, h', w') on the world's device."""
-        from .autoencoder import frames_to_tensor
-
         rgb = np.asarray(rgb)
         if rgb.ndim != 4 or rgb.shape[1:] != (self.size, self.size, 3):
             raise ValueError(f"frames must be uint8 (t, {self.size}, {self.size}, 3), got "
@@ -68,8 +72,6 @@ class World:
 
     def decode(self, latents: torch.Tensor) -> np.ndarray:
         """Latents (1, t, c, h', w') -> uint8 frames (t, h, w, 3)."""
-        from .autoencoder import tensor_to_frames
-
         return tensor_to_frames(self.ae.decode(latents)[0])
 
     def embed(self, captions: list[tuple[str, str, str]]) -> torch.Tensor:
@@ -77,11 +79,21 @@ class World:
         return self.captions.embed([captions]).to(self.device)
 
 
+def resolve_checkpoint(path=None) -> Path:
+    """A world directory: `path` (a relative path is taken from the current directory if it
+    is there, else from the repository root) or the shipped default world; a clear error if
+    it is not a world directory."""
+    p = Path(path) if path is not None else DEFAULT_WORLD
+    p = p if p.is_absolute() or p.exists() else ROOT / p
+    if not (p / "world_config.json").is_file():
+        hint = " (the default world is not shipped yet)" if p == ROOT / DEFAULT_WORLD else ""
+        raise FileNotFoundError(f"no world checkpoint at {p}{hint}: expected autoencoder/, "
+                                f"world/ and world_config.json (see worldlab.pretrained)")
+    return p
+
+
 def load_world(path: str | Path, device: str = "auto", subfolder: str = "world") -> World:
     """Load a world directory (see the module docstring); `subfolder` picks e.g. "ema"."""
-    from .autoencoder import VideoAutoencoder
-    from .model.dit import WorldModel
-
     path = Path(path)
     for part in ("autoencoder", subfolder, "world_config.json"):
         if not (path / part).exists():
@@ -109,12 +121,6 @@ def package_world(autoencoder: str | Path, world: str | Path, config: str | Path
     config: the run's world_config.json; captions: its captions.safetensors. `half` stores
     float16 weights (loading casts back to float32); shards keep every file small.
     """
-    import shutil
-
-    from .autoencoder import VideoAutoencoder
-    from .atomic import atomic_dir
-    from .model.dit import WorldModel
-
     def write(tmp: Path) -> None:
         for cls, src, name in ((VideoAutoencoder, autoencoder, "autoencoder"),
                                (WorldModel, world, "world")):

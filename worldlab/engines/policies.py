@@ -232,6 +232,9 @@ POLICIES: dict[str, type[Policy]] = {p.name: p for p in (RandomWalk, TurnAround,
 # "mix": seed k plays MIX_SCHEDULE[k % 10]: mostly wandering, with revisits for the memory
 # to learn; a fixed cycle rather than a random draw, so small sets are diverse too (seeds
 # 0-3 play all four)
+# a fixed demo walk (walk, turn left, arc right; 18 steps): benchmarks and scripted play
+WALK = [Action(forward=0.25)] * 6 + [Action(yaw=10.0)] * 6 + [Action(forward=0.2, yaw=-5.0)] * 6
+
 MIX_SCHEDULE = ("random_walk", "leave_and_return", "asymmetric_return", "turn_around",
                 "random_walk", "leave_and_return", "random_walk", "asymmetric_return",
                 "leave_and_return", "random_walk")

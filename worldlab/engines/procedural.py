@@ -128,7 +128,7 @@ class ProceduralEngine:
         self._dirs_cam = camera.ray_directions(self.K, np.eye(4), self.size, self.size,
                                                normalize=False)[1].reshape(-1, 3)
         self._dirs_cam = self._dirs_cam.astype(np.float32)
-        self.world: pw.World | None = None
+        self.world: pw.Level | None = None
 
     # ------------------------------------------------------------------------------------
     # Protocol
@@ -458,7 +458,7 @@ def _check_reset_options(options: dict) -> None:
                              f"got {options['position']!r}")
 
 
-def _walkable(world: pw.World, door_open: list) -> np.ndarray:
+def _walkable(world: pw.Level, door_open: list) -> np.ndarray:
     """(NCELLS, NCELLS) bool: floor without props and closed doors."""
     ok = world.free.copy()
     for door, opened in zip(world.doors, door_open):

@@ -300,7 +300,7 @@ class Character:
 
 
 @dataclass
-class World:
+class Level:
     seed: int
     rooms: list[tuple]  # (x0, y0, x1, y1) metres
     corridors: list[tuple]
@@ -428,7 +428,7 @@ def _furnish(rng, mats: dict, room, corridors, free) -> tuple[list, list]:
     return parts, lamps
 
 
-def build_world(seed: int, n_characters: int = 4) -> World:
+def build_world(seed: int, n_characters: int = 4) -> Level:
     """The world of `seed` (see the module docstring)."""
     rng = np.random.default_rng(seed)
     mats = Materials()
@@ -470,5 +470,5 @@ def build_world(seed: int, n_characters: int = 4) -> World:
             float(rng.uniform(0, 360))))
     s = rooms[rng.integers(len(rooms))]
     spawn = ((s[0] + s[2]) / 2, (s[1] + s[3]) / 2, float(rng.uniform(-180, 180)))
-    return World(seed, rooms, corridors, doors, free, merge(parts), door_mat, fire_mat,
+    return Level(seed, rooms, corridors, doors, free, merge(parts), door_mat, fire_mat,
                  np.array(lamps, np.float64), characters, kind_mats, mats.arrays(), spawn)

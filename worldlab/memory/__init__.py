@@ -1,0 +1,8 @@
+"""Memory: what carries the past beyond the KV-cache window.
+
+    cache3d   unproject frames with depth and poses, warp them into another view, a fused
+              point cache with a z-buffered render, reprojection error
+
+Retrieved frames, compressed memory tokens and the attention sink land here as their
+switches are built (see docs/design.md).
+"""

@@ -192,7 +192,7 @@ def check_actions(actions, b: int, t: int, width: int) -> torch.Tensor:
     return actions
 
 
-def check_c2w(c2w, b: int, t: int) -> torch.Tensor:
+def check_pose_tensor(c2w, b: int, t: int) -> torch.Tensor:
     """Absolute camera-to-world poses (b, t, 4, 4), finite."""
     return _check_tensor("c2w", c2w, (b, t, 4, 4), "(b, t, 4, 4) camera-to-world poses")
 

@@ -402,7 +402,7 @@ class WorldModel(ModelMixin, ConfigMixin):
         if self.pose_embed is not None:
             if c2w is None:
                 raise ValueError(f"c2w (b, t, 4, 4) is required with control={cfg.control!r}")
-            cond.check_c2w(c2w, b, frames)
+            cond.check_pose_tensor(c2w, b, frames)
         if memory is not None:
             if not (isinstance(memory, torch.Tensor) and memory.ndim == 3
                     and memory.shape[0] == b and 0 < memory.shape[1] <= cfg.memory_tokens

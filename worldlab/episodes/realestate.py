@@ -26,8 +26,8 @@ from pathlib import Path
 
 import numpy as np
 
-from .camera import ACTION_WIDTH, actions_from_poses, actions_to_array, check_c2w, invert_pose
-from .episodes import Episode, PromptSegment, make_meta
+from ..camera import ACTION_WIDTH, actions_from_poses, actions_to_array, check_c2w, invert_pose
+from .schema import Episode, PromptSegment, make_meta
 
 # the world rotation described above, as a 4x4 acting on RE10K world points
 RE10K_TO_WORLD = np.array([[0.0, 0.0, 1.0, 0.0],

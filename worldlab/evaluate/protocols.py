@@ -1,4 +1,5 @@
-"""Evaluation against the engine's ground truth: `python -m worldlab eval --suite quick`.
+"""Protocols that score a world against the engine's ground truth (the `eval` command is
+in `evaluate.cli`).
 
 Every score replays the same actions in the engine and compares what the model generated
 with the engine's own frames (PSNR and SSIM on 0-255 frames). Protocols of the quick suite:
@@ -23,51 +24,19 @@ Shape legend: t frames, n chunks, h w height/width, c channels.
 from __future__ import annotations
 
 import time
-from pathlib import Path
 
 import numpy as np
 import torch
 
-from .camera import ACTION_FIELDS, invert_pose
-from .metrics import psnr, ssim
-from .pretrained import World, load_world
+from ..camera import ACTION_FIELDS, invert_pose
+from ..episodes import CHARACTER, SCENES, record_episode
+from ..metrics import frame_psnr, frame_ssim
+from ..model.sampler import rollout, sample_chunk
+from ..pretrained import World
+from .baselines import repeat_baseline, warp_baseline
 
 HELDOUT_SEED = 1_000_000  # training recordings use seeds below this
 _YAW, _RIGHT = ACTION_FIELDS.index("yaw"), ACTION_FIELDS.index("right")
-
-
-# ----------------------------------------------------------------------------------------
-# Scores on uint8 frames
-# ----------------------------------------------------------------------------------------
-
-
-def _t(frames: np.ndarray) -> torch.Tensor:
-    return torch.from_numpy(np.ascontiguousarray(frames)).permute(0, 3, 1, 2).float() / 127.5 - 1
-
-
-def frame_psnr(pred: np.ndarray, true: np.ndarray) -> np.ndarray:
-    """PSNR (dB) per frame of uint8 (t, h, w, 3) frames."""
-    return psnr(_t(pred), _t(true)).reshape(-1).numpy()
-
-
-def frame_ssim(pred: np.ndarray, true: np.ndarray) -> np.ndarray:
-    return ssim(_t(pred), _t(true)).reshape(-1).numpy()
-
-
-def repeat_baseline(last: np.ndarray, t: int) -> np.ndarray:
-    return np.repeat(last[None], t, axis=0)
-
-
-def warp_baseline(episode, last: int, targets: range) -> np.ndarray:
-    """Frame `last` forward-warped into each target pose with its depth; holes keep it."""
-    from .memory.cache3d import warp_frame
-
-    out = []
-    for j in targets:
-        rgb, _, mask = warp_frame(episode.rgb[last], episode.depth[last], episode.c2w[last],
-                                  episode.c2w[j], episode.K[last], dst_K=episode.K[j], splat=1)
-        out.append(np.where(mask[..., None], rgb, episode.rgb[last]))
-    return np.stack(out)
 
 
 # ----------------------------------------------------------------------------------------
@@ -92,8 +61,6 @@ def generate(world: World, episode, start: int, context: int, frames: int,
              steps: int | None = None, seed: int = 0) -> np.ndarray:
     """Frames [start + context, start + frames) generated from the true frames
     [start, start + context), driven by the episode's (or the given) actions and poses."""
-    from .sampler import rollout
-
     f = world.chunk_frames
     s = slice(start, start + frames)
     acts = episode.actions[s] if actions is None else actions
@@ -159,15 +126,11 @@ def drift(world: World, episodes, horizon: int = 32, seed: int = 0) -> dict:
 @torch.no_grad()
 def runtime(world: World, chunks: int = 50, steps: int | None = None) -> dict:
     """Streaming speed with the KV cache: per-chunk latency (sample + decode + append)."""
-    from .sampler import sample_chunk
-
     m, f, dev = world.model, world.chunk_frames, world.device
     cfg = m.config
     shape = (1, f, cfg.latent_channels, cfg.latent_size, cfg.latent_size)
     acts = torch.zeros(1, f, cfg.action_width, device=dev)
     poses = torch.eye(4, device=dev).expand(1, f, 4, 4).contiguous()
-    from .recording import CHARACTER, SCENES
-
     text = world.embed([(SCENES[world.config.data.engine], CHARACTER, "")])[:, 0]
     cache, lat_ms = m.new_cache(1), []
     g = torch.Generator(device=dev).manual_seed(0)
@@ -190,15 +153,13 @@ def runtime(world: World, chunks: int = 50, steps: int | None = None) -> dict:
 
 
 # ----------------------------------------------------------------------------------------
-# The quick suite and the command line
+# The quick suite
 # ----------------------------------------------------------------------------------------
 
 
 def heldout_episodes(engine: str, n: int, frames: int, size: int, policy: str = "mix",
                      seed: int = HELDOUT_SEED, **engine_opts) -> list:
     """Fresh episodes from seeds the training recordings never use."""
-    from .recording import record_episode
-
     return [record_episode(engine, seed + k, frames, size, policy, **engine_opts)
             for k in range(n)]
 
@@ -220,67 +181,3 @@ def quick_suite(world: World, episodes, horizon: int = 32, starts_per_episode: i
         "mirrored_drop_db": result["rollout_psnr_mean"] - result["mirrored_actions_rollout_psnr"],
     }
     return result
-
-
-def print_quick(r: dict) -> None:
-    from .bench import print_table
-
-    rows = [{"protocol": "autoencoder reconstruction", "psnr_db": r["autoencoder_psnr"]},
-            {"protocol": "next chunk: model", "psnr_db": r["next_chunk_psnr"]},
-            {"protocol": "next chunk: repeat last frame", "psnr_db": r["baseline_repeat_psnr"]},
-            {"protocol": "next chunk: warp last frame", "psnr_db": r["baseline_warp_psnr"]
-             if r["baseline_warp_psnr"] is not None else "n/a"},
-            {"protocol": f"rollout {len(r['rollout_psnr'])} frames: model (mean)",
-             "psnr_db": r["rollout_psnr_mean"]},
-            {"protocol": "rollout: repeat last frame (mean)",
-             "psnr_db": float(np.mean(r["baseline_repeat_rollout_psnr"]))},
-            {"protocol": "rollout: mirrored controls (mean)",
-             "psnr_db": r["mirrored_actions_rollout_psnr"]}]
-    print_table(rows, "quick suite (PSNR against the engine's frames, held-out episodes)")
-    b = r["bars"]
-    print(f"bars: next chunk - repeat = {b['next_chunk_minus_repeat_db']:+.2f} dB (>= 2); "
-          f"rollout beats repeat at every step: {b['rollout_beats_repeat_every_step']}; "
-          f"mirrored controls cost {b['mirrored_drop_db']:+.2f} dB (>= 1)")
-    print(f"runtime: {r['fps']:.1f} frames/s, {r['chunk_latency_ms']:.1f} ms per chunk, "
-          f"chunk 50 / chunk 2 cost = {r['cost_ratio_chunk50_chunk2']:.2f}")
-
-
-def _cli(args) -> int:
-    from tqdm.auto import tqdm
-
-    from .bench import write_json
-
-    torch.set_num_threads(args.threads)
-    world = load_world(args.checkpoint, device=args.device, subfolder=args.weights)
-    engine = args.engine or world.config.data.engine
-    f = world.chunk_frames
-    episodes = heldout_episodes(engine, args.episodes, f * (1 + args.horizon // f) + f,
-                                world.size, seed=args.seed)
-    bar = tqdm(total=3, desc="quick suite", unit="protocol")
-    result = quick_suite(world, episodes, args.horizon, args.starts,
-                         progress=lambda name: (bar.set_postfix_str(name), bar.update()))
-    bar.close()
-    result.update(checkpoint=str(args.checkpoint), weights=args.weights, engine=engine,
-                  episodes={"count": len(episodes), "seeds": [args.seed, args.seed + len(episodes)],
-                            "frames": len(episodes[0]), "policy": "mix"},
-                  threads=args.threads, device=str(world.device))
-    print_quick(result)
-    print(f"wrote {write_json(Path(args.out) / f'{args.suite}.json', result)}")
-    return 0
-
-
-def configure_cli(parser) -> None:
-    from . import DATA, RUNS
-
-    parser.add_argument("--suite", default="quick", choices=["quick"])
-    parser.add_argument("--checkpoint", default=str(DATA / "checkpoints" / "doom64"))
-    parser.add_argument("--weights", default="world", help="subfolder: world | ema")
-    parser.add_argument("--engine", default=None, help="default: the engine it was trained on")
-    parser.add_argument("--episodes", type=int, default=8, help="held-out episodes")
-    parser.add_argument("--horizon", type=int, default=32, help="open-loop rollout frames")
-    parser.add_argument("--starts", type=int, default=4, help="next-chunk starts per episode")
-    parser.add_argument("--seed", type=int, default=HELDOUT_SEED)
-    parser.add_argument("--device", default="auto")
-    parser.add_argument("--threads", type=int, default=2, help="torch CPU threads")
-    parser.add_argument("--out", default=str(RUNS / "eval"))
-    parser.set_defaults(func=_cli)

@@ -1,12 +1,14 @@
-"""Play a world live: `WorldSession` (pure, headless), the scripted CLI and the benchmark.
+"""`WorldSession`: one live rollout of a world, pure and headless.
 
     session = wl.play.WorldSession.from_pretrained(wl.DATA / "checkpoints" / "doom64")
     session.reset(engine="doom", seed=0)
     result = session.step(wl.camera.Action(forward=0.25), prompt="summon a monster")
     result.frame, result.twin_frame, result.stats["fps"]
+    session.step_chunk(action)       # one key press: the steps of the chunk it opens
 
-The widget shell (`NotebookGame`, `KEYMAP`) lives in `worldlab.play_widgets` and is
-re-exported here; the CLI is `python -m worldlab play --checkpoint DIR --script a.json`.
+Its shells import it, never the other way: the widget (`play.widgets.NotebookGame`) and
+the scripted CLI (`play.script`). All of a rollout's state is one `SessionState`
+(`play.state`) that reset, save and load share.
 
 Latency policy (`policy=`): the model makes frames a chunk (`chunk_frames` = f) at a time,
 but the player acts once per frame. Two honest ways to bridge that:
@@ -14,8 +16,8 @@ but the player acts once per frame. Two honest ways to bridge that:
 - "hold" (default, interactive): the step that opens a chunk generates it at once from its
   own action, held for all f frames; the chunk's frames are handed out one per step. The
   actions of the f - 1 other steps do not condition anything (`stats["applied"]` is False):
-  a key held down is seen at the next chunk boundary (`NotebookGame.press` therefore plays a
-  key's chunk out, so every key press counts). Key-to-pixel latency is the chunk's
+  a key held down is seen at the next chunk boundary (`step_chunk` therefore plays a key's
+  chunk out, so every key press counts). Key-to-pixel latency is the chunk's
   generation time, paid on the boundary step; the other steps cost ~nothing.
 - "buffer": every action counts. Actions are buffered until f are known, then the chunk is
   generated from exactly those; its frames are handed out from that step on, so frames lag
@@ -27,7 +29,7 @@ time from the step() call whose action was the oldest one conditioning that chun
 
 Prompts: a prompt becomes the caption's event field for the first chunk generated at or
 after the step() that carries it (never a chunk already made): scene and character come
-from `recording.SCENES` / `recording.CHARACTER`. The twin engine receives it on that chunk's
+from `episodes.SCENES` / `episodes.CHARACTER`. The twin engine receives it on that chunk's
 first frame.
 
 Poses: the model is conditioned on camera poses. With the twin (an engine stepped with the
@@ -45,10 +47,9 @@ Shape legend: f frames per chunk, c latent channels, h w height/width, a action 
 
 from __future__ import annotations
 
-import argparse
+
 import collections
 import json
-import math
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -56,17 +57,21 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from .camera import (ACTION_WIDTH, BUTTONS, Action, actions_from_poses, check_c2w,
-                     pose_from_heading, step_pose)
-from .recording import CHARACTER, SCENES
-from .sampler import sample_chunk
-from .textenc import check_prompt
+from ..atomic import atomic_dir
+from ..camera import ACTION_WIDTH, Action, actions_from_poses, check_c2w, pose_from_heading, \
+    step_pose
+from ..engines import make_engine
+from ..episodes import CHARACTER, SCENES
+from ..metrics import frame_psnr
+from ..model.sampler import sample_chunk
+from ..model.textenc import check_prompt
+from ..pretrained import load_world, resolve_checkpoint
+from .state import LOG_BYTES, SessionState, action_vector
 
-POLICIES = ("hold", "buffer")
-DEFAULT_CHECKPOINT = Path("data") / "checkpoints" / "doom64"  # relative to wl.ROOT
+LATENCY_POLICIES = ("hold", "buffer")
 STATE_FILE, META_FILE = "state.safetensors", "session.json"
 FPS_WINDOW = 32  # steps over which `stats["fps"]` is averaged
-LOG_BYTES = 8 * ACTION_WIDTH  # one float64 action vector in the twin's replay log
+DEMO_PROMPT = "summon a monster"  # a keyword event in both engines
 
 
 @dataclass
@@ -76,20 +81,6 @@ class StepResult:
     step: int  # steps taken since reset (0 = the last context frame)
     twin_frame: np.ndarray | None  # (h, w, 3) uint8 engine frame at the same pose, or None
     stats: dict = field(default_factory=dict)
-
-
-def resolve_checkpoint(path=None) -> Path:
-    """A world directory: `path` (relative paths from the repository root) or the default."""
-    from . import ROOT
-
-    p = Path(path) if path is not None else DEFAULT_CHECKPOINT
-    p = p if p.is_absolute() else ROOT / p
-    if not (p / "world_config.json").is_file():
-        hint = " (the default checkpoint is not shipped yet)" if path is None or \
-            p == ROOT / DEFAULT_CHECKPOINT else ""
-        raise FileNotFoundError(f"no world checkpoint at {p}{hint}: expected autoencoder/, "
-                                f"world/ and world_config.json (see worldlab.pretrained)")
-    return p
 
 
 def check_action(action) -> Action:
@@ -109,47 +100,42 @@ def rss_mb() -> float:
     return psutil.Process().memory_info().rss / 2 ** 20
 
 
-def action_vector(a: Action) -> np.ndarray:
-    """(a,) float64: like Action.to_vector but exact, so a replayed action is the same."""
-    return np.array([a.forward, a.right, a.yaw, a.pitch]
-                    + [float(b in a.buttons) for b in BUTTONS], np.float64)
-
-
-def frame_psnr(a: np.ndarray, b: np.ndarray) -> float:
-    """PSNR (dB) between two uint8 frames (h, w, 3)."""
-    from .evaluate import frame_psnr as frames_psnr
-
-    return float(frames_psnr(a[None], b[None])[0])
-
-
-# ----------------------------------------------------------------------------------------
-# The session
-# ----------------------------------------------------------------------------------------
-
-
 class WorldSession:
-    """One live rollout of a world: KV cache, pose, prompt, RNG, and an optional twin."""
+    """One live rollout of a world: KV cache, pose, prompt, RNG (a `SessionState`) and an
+    optional twin engine."""
 
     def __init__(self, world, steps: int | None = None, twin: bool = True,
                  policy: str = "hold"):
-        if policy not in POLICIES:
-            raise ValueError(f"policy must be one of {POLICIES}, got {policy!r}")
+        if policy not in LATENCY_POLICIES:
+            raise ValueError(f"policy must be one of {LATENCY_POLICIES}, got {policy!r}")
         steps = world.config.sample.steps if steps is None else steps
         if isinstance(steps, bool) or not isinstance(steps, int) or steps < 1:
             raise ValueError(f"steps (sampling steps) must be a positive int, got {steps!r}")
         self.world, self.steps, self.use_twin, self.policy = world, steps, bool(twin), policy
         self.f = world.chunk_frames
-        self.engine = None
+        self.engine = None  # the twin, stepped with the same actions
+        self.state: SessionState | None = None  # None until reset() or load()
         self._times = collections.deque(maxlen=FPS_WINDOW)  # seconds inside step()
         self._timing: dict = {}
-        self._started = False
 
     @classmethod
     def from_pretrained(cls, path, device: str = "auto", steps: int | None = None,
                         twin: bool = True, policy: str = "hold") -> "WorldSession":
-        from .pretrained import load_world
-
         return cls(load_world(resolve_checkpoint(path), device), steps, twin, policy)
+
+    @property
+    def started(self) -> bool:
+        return self.state is not None
+
+    def current(self) -> StepResult:
+        """What is on screen now, as the StepResult of the last step (or of reset)."""
+        s = self._require_started()
+        return StepResult(s.last_frame, s.pose, s.step_index, s.last_twin, self.stats())
+
+    def _require_started(self) -> SessionState:
+        if self.state is None:
+            raise RuntimeError("call reset() (or load()) first")
+        return self.state
 
     # ---- reset --------------------------------------------------------------------------
 
@@ -162,43 +148,40 @@ class WorldSession:
             rgb, poses, scene, eng = self._user_context(frames, c2w)
         else:
             rgb, poses, scene, eng = self._engine_context(engine, seed)
-        self.close()
-        self.engine, self.engine_name, self.seed = eng, engine if frames is None else None, seed
-        self.scene, self.event, self.pending = scene, "", None
-        self.cache = self.world.model.new_cache(1)
-        self.rng = torch.Generator().manual_seed(int(seed))
+        cache = self.world.model.new_cache(1)
         t = len(rgb)
         actions = np.zeros((t, ACTION_WIDTH), np.float32)
         if frames is not None:  # recorded episodes pair frame 0 with a zero action too
             actions[1:] = [a.to_vector() for a in actions_from_poses(poses)]
         latents = self.world.encode(rgb)  # (1, t, c, h', w')
-        text = self._text("")
+        text = self._text(scene, "")
         with torch.no_grad():
             for j in range(t // self.f):
                 s = slice(j * self.f, (j + 1) * self.f)
-                self.world.model.append_chunk(latents[:, s], self.cache, **self._cond(
+                self.world.model.append_chunk(latents[:, s], cache, **self._cond(
                     actions[s], poses[s], text))
-        self.pose, self.gen_pose, self.last_frame = poses[-1].copy(), poses[-1].copy(), \
-            rgb[-1].copy()
-        self.last_twin = rgb[-1].copy() if self.engine is not None else None
-        self.queue = collections.deque()  # (frame, c2w, twin_frame, t_issued) to hand out
-        self.buffered: list[tuple[Action, float]] = []  # "buffer" policy: actions waiting
-        self.log = bytearray()  # the twin's replay log: float64 action vectors
-        self.log_prompts: dict[int, str] = {}
-        self.step_index, self._started, self._timing = 0, True, {}
-        self.on_screen = "context"  # "context" (the engine's own frame) or "generated"
+        self.close()
+        self.engine = eng
+        self.state = SessionState(
+            cache=cache, rng=torch.Generator().manual_seed(int(seed)),
+            engine_name=engine if frames is None else None, seed=seed, scene=scene,
+            pose=poses[-1].copy(), gen_pose=poses[-1].copy(), last_frame=rgb[-1].copy(),
+            last_twin=rgb[-1].copy() if eng is not None else None)
+        self._timing = {}
         self._times.clear()
-        return StepResult(self.last_frame, self.pose, 0, self.last_twin, self.stats(None))
+        return self.current()
 
     def _engine_context(self, name, seed):
         """First chunk of an engine: reset + f - 1 no-op steps. Returns rgb, poses, scene,
         the engine (kept as twin) or None (closed)."""
-        from .engines import make_engine
-
         if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
             raise ValueError(f"seed must be a non-negative int, got {seed!r}")
         engine = make_engine(name, size=self.world.size)
-        obs = [engine.reset(seed=seed)] + [engine.step(Action()) for _ in range(self.f - 1)]
+        try:
+            obs = [engine.reset(seed=seed)] + [engine.step(Action()) for _ in range(self.f - 1)]
+        except BaseException:
+            engine.close()
+            raise
         if not self.use_twin:
             engine.close()
             engine = None
@@ -232,74 +215,82 @@ class WorldSession:
     def step(self, action, prompt: str | None = None) -> StepResult:
         """Advance one frame. Bad input raises ValueError and changes nothing."""
         t_call = time.perf_counter()
-        if not self._started:
-            raise RuntimeError("call reset() before step()")
+        s = self._require_started()
         action = check_action(action)
         if prompt is not None:
             check_prompt(prompt)
         if self.policy == "hold":
-            chunk = [action] * self.f if not self.queue else None
+            chunk = [action] * self.f if not s.queue else None
         else:
-            chunk = [a for a, _ in self.buffered] + [action]
+            chunk = [a for a, _ in s.buffered] + [action]
             chunk = chunk if len(chunk) == self.f else None
         if chunk is not None:
-            fresh = prompt if prompt is not None else self.pending
-            oldest = self.buffered[0][1] if self.buffered else t_call  # "buffer" only
+            fresh = prompt if prompt is not None else s.pending
+            oldest = s.buffered[0][1] if s.buffered else t_call  # "buffer" only
             self._generate(chunk, fresh, oldest)  # changes nothing unless it succeeds
-            self.event, self.pending = fresh or self.event, None
-            self.buffered = []
+            s.event, s.pending = fresh or s.event, None
+            s.buffered = []
         elif prompt is not None:
-            self.pending = prompt
+            s.pending = prompt
         if chunk is None and self.policy == "buffer":
-            self.buffered.append((action, t_call))
-        self.step_index += 1
-        if self.queue:
-            self.last_frame, self.pose, self.last_twin, t_issued = self.queue.popleft()
-            self.on_screen = "generated"
+            s.buffered.append((action, t_call))
+        s.step_index += 1
+        if s.queue:
+            s.last_frame, s.pose, s.last_twin, t_issued = s.queue.popleft()
+            s.on_screen = "generated"
         else:  # "buffer" before its first chunk: the last context frame stays on screen
             t_issued = None
         self._times.append(time.perf_counter() - t_call)
         stats = self.stats(t_issued)
         stats["applied"] = self.policy == "buffer" or chunk is not None
-        return StepResult(self.last_frame, self.pose, self.step_index, self.last_twin, stats)
+        return StepResult(s.last_frame, s.pose, s.step_index, s.last_twin, stats)
+
+    def step_chunk(self, action, prompt: str | None = None) -> list[StepResult]:
+        """One key press: a step with `action`, then, under "hold", the steps that hand out
+        the rest of the chunk it opened (the same action, which conditions nothing more),
+        so every press plays its chunk. Under "buffer" every action counts: one step."""
+        results = [self.step(action, prompt)]
+        while self.policy == "hold" and self.state.queue:
+            results.append(self.step(action))
+        return results
 
     @torch.no_grad()  # without it the cache would keep every chunk's autograd history
     def _generate(self, actions: list[Action], fresh: str | None, t_issued: float) -> None:
         """Make one chunk from f actions (with a fresh prompt or None) and queue its frames.
         Poses are computed (and may raise) before anything changes; the RNG is restored if
         sampling fails."""
-        world, t0 = self.world, time.perf_counter()
+        world, s, t0 = self.world, self.state, time.perf_counter()
         poses = None if self.engine is not None else self._integrate(actions)
-        text = self._text(fresh or self.event)  # a new prompt is encoded once, then cached
-        rng_state, t_text = self.rng.get_state(), time.perf_counter()
+        text = self._text(s.scene, fresh or s.event)  # a new prompt is encoded once, cached
+        rng_state, t_text = s.rng.get_state(), time.perf_counter()
         try:
             twin = self._step_twin(actions, fresh) if self.engine is not None else None
             t1 = time.perf_counter()
             poses = twin[1] if twin is not None else poses
             vec = np.stack([a.to_vector() for a in actions])  # (f, a)
             cond = self._cond(vec, poses, text)
-            noise = torch.randn((1, self.f, *self._latent_shape()), generator=self.rng)
-            x0 = sample_chunk(world.model, self.cache, noise.to(world.device), self.steps,
+            noise = torch.randn((1, self.f, *self._latent_shape()), generator=s.rng)
+            x0 = sample_chunk(world.model, s.cache, noise.to(world.device), self.steps,
                               world.config.sample.solver, world.config.sample.guidance, **cond)
-            world.model.append_chunk(x0, self.cache, **cond)
+            world.model.append_chunk(x0, s.cache, **cond)
             _sync(world.device)
             t2 = time.perf_counter()
             frames = world.decode(x0)  # (f, h, w, 3)
         except BaseException:
-            self.rng.set_state(rng_state)
+            s.rng.set_state(rng_state)
             raise
         t3 = time.perf_counter()
-        self.gen_pose = poses[-1].copy()
+        s.gen_pose = poses[-1].copy()
         for i in range(self.f):
-            self.queue.append((frames[i], poses[i], None if twin is None else twin[0][i],
-                               t_issued if i == 0 else None))
+            s.queue.append((frames[i], poses[i], None if twin is None else twin[0][i],
+                            t_issued if i == 0 else None))
         self._timing = {"text_ms": 1e3 * (t_text - t0), "engine_ms": 1e3 * (t1 - t_text),
                         "transformer_ms": 1e3 * (t2 - t1), "decode_ms": 1e3 * (t3 - t2),
                         "chunk_latency_ms": 1e3 * (t3 - t0)}
 
     def _integrate(self, actions: list[Action]) -> np.ndarray:
         """Poses (f, 4, 4) after each action, from the last generated pose."""
-        pose, out = self.gen_pose, []
+        pose, out = self.state.gen_pose, []
         for a in actions:
             pose = step_pose(pose, a)
             out.append(pose)
@@ -307,11 +298,12 @@ class WorldSession:
 
     def _step_twin(self, actions: list[Action], prompt: str | None):
         """Step the engine f times; a fresh prompt goes in with the chunk's first frame."""
+        s = self.state
         obs = [self.engine.step(a, prompt if i == 0 else None) for i, a in enumerate(actions)]
         if prompt is not None:
-            self.log_prompts[len(self.log) // LOG_BYTES] = prompt
+            s.log_prompts[len(s.log) // LOG_BYTES] = prompt
         for a in actions:
-            self.log += action_vector(a).tobytes()
+            s.log += action_vector(a).tobytes()
         return np.stack([o.rgb for o in obs]), np.stack([o.c2w for o in obs])
 
     # ---- conditioning -------------------------------------------------------------------
@@ -320,9 +312,9 @@ class WorldSession:
         cfg = self.world.model.config
         return cfg.latent_channels, cfg.latent_size, cfg.latent_size  # (c, h', w')
 
-    def _text(self, event: str) -> torch.Tensor:
+    def _text(self, scene: str, event: str) -> torch.Tensor:
         """The chunk's caption (scene, character, event) -> (1, k, e)."""
-        return self.world.embed([(self.scene, CHARACTER, event)])[:, 0]
+        return self.world.embed([(scene, CHARACTER, event)])[:, 0]
 
     def _cond(self, actions: np.ndarray, poses: np.ndarray, text: torch.Tensor) -> dict:
         dev = self.world.device
@@ -334,68 +326,41 @@ class WorldSession:
 
     def cache_chunks(self) -> int:
         """Chunks held in the KV cache now (at most window_chunks)."""
-        keys = self.cache.keys[0]
+        keys = self._require_started().cache.keys[0]
         tokens = self.f * self.world.model.grid ** 2
         return 0 if keys is None else keys.shape[2] // tokens
 
     def stats(self, t_issued: float | None = None) -> dict:
         """The stats line of the frame on screen (key_to_pixel_ms when `t_issued` is given)."""
+        s = self._require_started()
         busy = sum(self._times)
-        stats = {"step": getattr(self, "step_index", 0),
+        stats = {"step": s.step_index,
                  "fps": len(self._times) / busy if busy > 0 else float("nan"),
                  "step_ms": 1e3 * self._times[-1] if self._times else float("nan"),
-                 "cache_chunks": self.cache_chunks(), "chunks": self.cache.chunks,
-                 "event": self.event, "pending_prompt": self.pending,
+                 "cache_chunks": self.cache_chunks(), "chunks": s.cache.chunks,
+                 "event": s.event, "pending_prompt": s.pending,
                  "rss_mb": rss_mb(), **self._timing,
                  "key_to_pixel_ms": None if t_issued is None else
                  1e3 * (time.perf_counter() - t_issued)}
         # PSNR only scores generated frames; a context frame is the engine's own
-        stats["psnr"] = frame_psnr(self.last_frame, self.last_twin) \
-            if self.last_twin is not None and self.on_screen == "generated" else None
+        stats["psnr"] = float(frame_psnr(s.last_frame[None], s.last_twin[None])[0]) \
+            if s.last_twin is not None and s.on_screen == "generated" else None
         return stats
 
     # ---- save / load --------------------------------------------------------------------
 
-    def state(self) -> tuple[dict[str, torch.Tensor], dict]:
+    def snapshot(self) -> tuple[dict[str, torch.Tensor], dict]:
         """Everything a resumed session needs: (tensors, JSON-able metadata)."""
-        if not self._started:
-            raise RuntimeError("call reset() before state()/save()")
-        buffered = np.array([action_vector(a) for a, _ in self.buffered])
-        buffered = buffered.reshape(-1, ACTION_WIDTH)  # (m, a), also when empty
-        tensors = {"rng": self.rng.get_state(), "pose": torch.from_numpy(self.pose.copy()),
-                   "gen_pose": torch.from_numpy(self.gen_pose.copy()),
-                   "last_frame": torch.from_numpy(self.last_frame.copy()),
-                   "log": torch.from_numpy(np.frombuffer(bytes(self.log), np.uint8).copy()),
-                   "buffered": torch.from_numpy(buffered)}  # (m, a) float64
-        for i, (k, v) in enumerate(zip(self.cache.keys, self.cache.values)):
-            if k is not None:
-                tensors[f"cache.k.{i}"], tensors[f"cache.v.{i}"] = k.cpu(), v.cpu()
-        if self.cache.last_pose is not None:
-            tensors["cache.last_pose"] = self.cache.last_pose.cpu()
-        if self.last_twin is not None:
-            tensors["last_twin"] = torch.from_numpy(self.last_twin.copy())
-        for i, (frame, pose, twin, _) in enumerate(self.queue):
-            tensors[f"queue.{i}.frame"] = torch.from_numpy(frame.copy())
-            tensors[f"queue.{i}.c2w"] = torch.from_numpy(np.asarray(pose, np.float64).copy())
-            if twin is not None:
-                tensors[f"queue.{i}.twin"] = torch.from_numpy(twin.copy())
-        meta = {"step": self.step_index, "chunks": self.cache.chunks, "event": self.event,
-                "pending": self.pending, "scene": self.scene, "engine": self.engine_name,
-                "seed": self.seed, "policy": self.policy, "steps": self.steps,
-                "twin": self.engine is not None, "queue": len(self.queue),
-                "on_screen": self.on_screen,
-                "size": self.world.size,
-                "log_prompts": {str(k): v for k, v in self.log_prompts.items()},
-                "model": self._model_config()}
+        tensors, meta = self._require_started().to_tensors()
+        meta.update(policy=self.policy, steps=self.steps, twin=self.engine is not None,
+                    size=self.world.size, model=self._model_config())
         return tensors, meta
 
     def save(self, path) -> Path:
         """Write the session to a directory (state.safetensors + session.json), atomically."""
         from safetensors.torch import save_file
 
-        from .atomic import atomic_dir
-
-        tensors, meta = self.state()
+        tensors, meta = self.snapshot()
 
         def write(tmp: Path) -> None:
             save_file({k: v.contiguous() for k, v in tensors.items()}, str(tmp / STATE_FILE))
@@ -420,9 +385,13 @@ class WorldSession:
                 raise ValueError(f"saved session has model {key}={value!r}; this world has "
                                  f"{key}={mine.get(key)!r}")
         tensors = load_file(str(path / STATE_FILE))
+        state = SessionState.from_tensors(tensors, meta, self.world.model.new_cache(1),
+                                          self.world.device)
         engine = self._replay(meta, tensors) if meta["twin"] else None
         self.close()
-        self._restore(meta, tensors, engine)
+        self.engine, self.state = engine, state
+        self.policy, self.steps = meta["policy"], meta["steps"]
+        self._times.clear()
 
     def _model_config(self) -> dict:
         """The world model's architecture as JSON values (diffusers' own keys left out)."""
@@ -431,76 +400,19 @@ class WorldSession:
 
     def _replay(self, meta: dict, tensors: dict):
         """A fresh engine brought to the saved step by replaying the log."""
-        from .engines import make_engine
-
         engine = make_engine(meta["engine"], size=self.world.size)
-        engine.reset(seed=meta["seed"])
-        for _ in range(self.f - 1):
-            engine.step(Action())
-        log = tensors["log"].numpy().view(np.float64)
-        prompts = {int(k): v for k, v in meta["log_prompts"].items()}
-        for i, vec in enumerate(log.reshape(-1, ACTION_WIDTH)):
-            engine.step(Action.from_vector(vec), prompts.get(i))
+        try:
+            engine.reset(seed=meta["seed"])
+            for _ in range(self.f - 1):
+                engine.step(Action())
+            log = tensors["log"].numpy().view(np.float64)
+            prompts = {int(k): v for k, v in meta["log_prompts"].items()}
+            for i, vec in enumerate(log.reshape(-1, ACTION_WIDTH)):
+                engine.step(Action.from_vector(vec), prompts.get(i))
+        except BaseException:
+            engine.close()
+            raise
         return engine
-
-    def _restore(self, meta: dict, tensors: dict, engine) -> None:
-        dev, depth = self.world.device, self.world.model.config.depth
-        cache = self.world.model.new_cache(1)
-        cache.chunks = meta["chunks"]
-        for i in range(depth):
-            if f"cache.k.{i}" in tensors:
-                cache.keys[i] = tensors[f"cache.k.{i}"].to(dev)
-                cache.values[i] = tensors[f"cache.v.{i}"].to(dev)
-        if "cache.last_pose" in tensors:
-            cache.last_pose = tensors["cache.last_pose"].to(dev)
-        self.cache, self.engine, self.engine_name = cache, engine, meta["engine"]
-        self.seed, self.scene, self.event = meta["seed"], meta["scene"], meta["event"]
-        self.pending, self.policy, self.steps = meta["pending"], meta["policy"], meta["steps"]
-        self.rng = torch.Generator()
-        self.rng.set_state(tensors["rng"])
-        arr = lambda k: tensors[k].numpy().copy() if k in tensors else None  # noqa: E731
-        self.pose, self.gen_pose = arr("pose"), arr("gen_pose")
-        self.last_frame = arr("last_frame")
-        self.last_twin = arr("last_twin")
-        self.queue = collections.deque((arr(f"queue.{i}.frame"), arr(f"queue.{i}.c2w"),
-                                        arr(f"queue.{i}.twin"), None)
-                                       for i in range(meta["queue"]))
-        self.buffered = [(Action.from_vector(v), time.perf_counter())
-                         for v in tensors["buffered"].numpy()]
-        self.log = bytearray(tensors["log"].numpy().tobytes())
-        self.log_prompts = {int(k): v for k, v in meta["log_prompts"].items()}
-        self.step_index, self._started, self.on_screen = meta["step"], True, meta["on_screen"]
-        self._times.clear()
-
-
-# ----------------------------------------------------------------------------------------
-# Front ends, loaded on first use (widgets need ipywidgets; the CLI needs imageio)
-# ----------------------------------------------------------------------------------------
-
-
-def configure_cli(parser) -> None:
-    from .play_cli import configure_cli as configure
-
-    configure(parser)
-
-
-def bench_play(args) -> dict:
-    from .play_cli import bench_play as bench
-
-    return bench(args)
-
-
-def __getattr__(name: str):
-    if name in ("NotebookGame", "KEYMAP"):
-        from . import play_widgets
-
-        return getattr(play_widgets, name)
-    if name in ("demo_script", "parse_script", "load_script", "play_script", "write_mp4",
-                "scores", "write_outputs"):
-        from . import play_cli
-
-        return getattr(play_cli, name)
-    raise AttributeError(f"module 'worldlab.play' has no attribute {name!r}")
 
 
 def _sync(device: torch.device) -> None:

@@ -20,15 +20,14 @@ Shape legend: b batch, t time (frames), c channels, h w height width.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from typing import Any
 
 import numpy as np
 import torch
 from diffusers import AutoencoderKL, ConfigMixin, ModelMixin
 from diffusers.configuration_utils import register_to_config
 
-from .config import AutoencoderConfig, TrainConfig
-from .metrics import psnr, ssim
+from ..config import AutoencoderConfig
+from ..metrics import psnr, ssim
 
 DEPTH_NEAR_M = 0.25  # inverse depth saturates closer than this (the eye is 1.54 m up in DOOM)
 
@@ -152,65 +151,8 @@ class VideoAutoencoder(ModelMixin, ConfigMixin):
 
 
 # ----------------------------------------------------------------------------------------
-# Training: a loss for training.fit, latent statistics, held-out scores
+# Latent statistics and held-out scores (training itself: `worldlab.train`)
 # ----------------------------------------------------------------------------------------
-
-
-class FrameDataset(torch.utils.data.Dataset):
-    """Single frames for the autoencoder: uint8 (n, h, w, 3) [+ depth (n, h, w)] -> (c, h, w)."""
-
-    def __init__(self, rgb, depth=None):
-        self.rgb = np.asarray(rgb)
-        self.depth = None if depth is None else np.asarray(depth)
-        frames_to_tensor(self.rgb[:1])  # validate the layout once, up front
-
-    def __len__(self) -> int:
-        return len(self.rgb)
-
-    def __getitem__(self, i: int) -> dict[str, torch.Tensor]:
-        d = None if self.depth is None else self.depth[i]
-        return {"frames": frames_to_tensor(self.rgb[i], d)}
-
-
-def autoencoder_loss(cfg: AutoencoderConfig) -> Callable:
-    """loss_fn(model, batch, generator) -> (loss, logs) for `training.fit`.
-
-    L1 (sharp edges) + `mse_weight` MSE (what PSNR measures) + `kl_weight` KL: the KL is
-    tiny on purpose, it only keeps the latent scale from drifting; the posterior sample
-    (not the mode) makes the decoder robust to small latent errors of the world model.
-    """
-    def loss_fn(model, batch: dict, generator: torch.Generator):
-        x = batch["frames"]  # (b, c, h, w)
-        recon, kl = model(x, generator=generator)
-        l1 = (recon - x).abs().mean()
-        mse = (recon - x).pow(2).mean()
-        kl = kl.mean() / x[0].numel()  # per pixel, so kl_weight does not depend on size
-        loss = l1 + cfg.mse_weight * mse + cfg.kl_weight * kl
-        return loss, {"l1": l1.item(), "mse": mse.item(), "kl": kl.item()}
-    return loss_fn
-
-
-def autoencoder_train_config(cfg: AutoencoderConfig, **overrides: Any) -> TrainConfig:
-    """The TrainConfig that `fit` runs the autoencoder with (steps, lr, batch from `cfg`)."""
-    base = dict(steps=cfg.steps, batch_size=cfg.batch_size, lr=cfg.lr, weight_decay=0.0,
-                warmup_steps=min(200, max(1, cfg.steps // 20)), ema_decay=0.0)
-    base.update(overrides)
-    return TrainConfig(**base)
-
-
-def train_autoencoder(ae: VideoAutoencoder, frames, cfg: AutoencoderConfig, depth=None,
-                      train: TrainConfig | None = None, callbacks: Iterable[Callable] = (),
-                      out_dir=None, resume: bool = False, accelerator=None) -> dict:
-    """Train `ae` on uint8 frames (n, h, w, 3) with `training.fit`; returns fit's final state.
-
-    `train` overrides the schedule (default: `autoencoder_train_config(cfg)`); checkpoints,
-    resume and multi-process work exactly as for the world model.
-    """
-    from .training import fit  # training imports models; keep this module light
-
-    train = train or autoencoder_train_config(cfg)
-    return fit(ae, FrameDataset(frames, depth), train, loss_fn=autoencoder_loss(cfg),
-               callbacks=callbacks, out_dir=out_dir, resume=resume, accelerator=accelerator)
 
 
 def _batches(x: torch.Tensor, batch: int):
@@ -242,18 +184,6 @@ def evaluate_autoencoder(ae: VideoAutoencoder, frames: torch.Tensor,
         ps.append(psnr(y[:, :3], x[:, :3]))
         ss.append(ssim(y[:, :3], x[:, :3]))
     return {"psnr": float(torch.cat(ps).mean()), "ssim": float(torch.cat(ss).mean())}
-
-
-def load_frames(store, ids: list[str], depth_channel: bool = False):
-    """All frames of episodes `ids`: (uint8 rgb (n, h, w, 3), depth (n, h, w) or None)."""
-    episodes = [store.read(i) for i in ids]
-    rgb = np.concatenate([ep.rgb for ep in episodes])
-    if not depth_channel:
-        return rgb, None
-    missing = [i for i, ep in zip(ids, episodes) if ep.depth is None]
-    if missing:
-        raise ValueError(f"depth_channel=True but episode {missing[0]!r} has no depth")
-    return rgb, np.concatenate([ep.depth for ep in episodes])
 
 
 # ----------------------------------------------------------------------------------------

@@ -1,4 +1,5 @@
-"""Scripted play: action files, `python -m worldlab play`, videos, and `bench play`.
+"""Scripted play, a shell of `WorldSession`: action files, `python -m worldlab play`,
+videos, and the `bench play` benchmark.
 
     python -m worldlab play --checkpoint data/checkpoints/doom64 --script actions.json \
         --out runs/play/ [--engine doom --seed 0 --policy hold]
@@ -21,13 +22,17 @@ from pathlib import Path
 
 import numpy as np
 
-from .camera import Action
-from .play import WorldSession, check_action, resolve_checkpoint, rss_mb
-from .textenc import check_prompt
+from ..atomic import atomic_write_json
+from ..camera import Action
+from ..engines.policies import WALK
+from ..episodes.recording import DEFAULT_FPS, game_fps
+from ..evaluate.report import print_table
+from ..model.textenc import check_prompt
+from ..pretrained import resolve_checkpoint
+from .session import DEMO_PROMPT, LATENCY_POLICIES, WorldSession, check_action, rss_mb
 
 SCRIPT_KEYS = ("forward", "right", "yaw", "pitch", "buttons", "prompt")
 VIDEO_SIDE = 256  # frames are enlarged (nearest) to about this many pixels high
-DEMO_PROMPT = "summon a monster"  # a keyword event in both engines
 
 # ----------------------------------------------------------------------------------------
 # Action scripts
@@ -35,10 +40,8 @@ DEMO_PROMPT = "summon a monster"  # a keyword event in both engines
 
 
 def demo_script(steps: int, prompt_at: int | None = None) -> list[dict]:
-    """A scripted walk of `steps` entries (bench.WALK repeated), prompting DEMO_PROMPT at
-    step `prompt_at` (default: halfway)."""
-    from .bench import WALK
-
+    """A scripted walk of `steps` entries (engines.policies.WALK repeated), prompting
+    DEMO_PROMPT at step `prompt_at` (default: halfway)."""
     if isinstance(steps, bool) or not isinstance(steps, int) or steps < 1:
         raise ValueError(f"steps must be a positive int, got {steps!r}")
     prompt_at = steps // 2 if prompt_at is None else prompt_at
@@ -131,8 +134,6 @@ def scores(results) -> dict:
 
 def write_outputs(out: Path, first, results, fps: float) -> dict:
     """generated.mp4, side_by_side.mp4 (when there is a twin) and scores.json under `out`."""
-    from .atomic import atomic_write_text
-
     out.mkdir(parents=True, exist_ok=True)
     frames = np.stack([first.frame] + [r.frame for r in results])  # (t + 1, h, w, 3)
     written = {"generated": str(write_mp4(out / "generated.mp4", frames, fps))}
@@ -145,7 +146,7 @@ def write_outputs(out: Path, first, results, fps: float) -> dict:
             "chunk_latency_ms": [r.stats["chunk_latency_ms"] for r in results
                                  if r.stats["key_to_pixel_ms"] is not None],
             "files": written}
-    atomic_write_text(out / "scores.json", json.dumps(data, indent=2))
+    atomic_write_json(out / "scores.json", data)
     return data
 
 
@@ -157,17 +158,17 @@ def write_outputs(out: Path, first, results, fps: float) -> dict:
 def _cmd_play(args) -> int:
     from tqdm.auto import tqdm
 
-    from .recording import DEFAULT_FPS, engine_fps
-
     script = load_script(args.script)  # validated before anything is loaded or written
     session = WorldSession.from_pretrained(args.checkpoint, args.device, args.sample_steps,
                                            twin=not args.no_twin, policy=args.policy)
-    engine = args.engine or session.world.config.data.engine
-    first = session.reset(engine=engine, seed=args.seed)
-    with tqdm(total=len(script), desc="play") as bar:
-        results = play_script(session, script, lambda i, r: bar.update(1))
-    fps = engine_fps(session.engine) if session.engine is not None else DEFAULT_FPS
-    session.close()
+    try:
+        first = session.reset(engine=args.engine or session.world.config.data.engine,
+                              seed=args.seed)
+        with tqdm(total=len(script), desc="play") as bar:
+            results = play_script(session, script, lambda i, r: bar.update(1))
+        fps = game_fps(session.engine) if session.engine is not None else DEFAULT_FPS
+    finally:
+        session.close()
     data = write_outputs(Path(args.out), first, results, fps)
     print(f"{len(results)} steps; mean PSNR vs twin {data['psnr_mean']}; wrote "
           f"{', '.join(data['files'].values())} and {Path(args.out) / 'scores.json'}")
@@ -183,7 +184,7 @@ def configure_cli(parser) -> None:
                         help="engine for the first chunk and the twin (default: the world's)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--device", default="auto")
-    parser.add_argument("--policy", choices=["hold", "buffer"], default="hold",
+    parser.add_argument("--policy", choices=LATENCY_POLICIES, default="hold",
                         help="hold: a chunk's first action drives it; buffer: every "
                              "action counts, frames lag a chunk")
     parser.add_argument("--sample-steps", type=int, default=None,
@@ -197,23 +198,22 @@ def configure_cli(parser) -> None:
 # ----------------------------------------------------------------------------------------
 
 
-def bench_play(args) -> dict:
-    """A `args.steps`-step session with the twin: speed, what dominates, memory over time."""
-    from .bench import print_table
-
-    steps = args.steps
+def bench_play(checkpoint=None, steps: int = 300) -> dict:
+    """A `steps`-step session with the twin: speed, what dominates, memory over time."""
     script = parse_script(demo_script(steps))
     rss_start, t0 = rss_mb(), time.perf_counter()
-    session = WorldSession.from_pretrained(resolve_checkpoint(args.checkpoint))
+    session = WorldSession.from_pretrained(resolve_checkpoint(checkpoint))
     load_s = time.perf_counter() - t0
-    session.reset(engine=session.world.config.data.engine, seed=0)
     stats, t_first = [], None  # stats only: keeping the frames would inflate rss_mb_end
-    t_loop = time.perf_counter()
-    for action, prompt in script:
-        stats.append(session.step(action, prompt).stats)
-        t_first = t_first or time.perf_counter()
-    elapsed = time.perf_counter() - t_loop
-    session.close()
+    try:
+        session.reset(engine=session.world.config.data.engine, seed=0)
+        t_loop = time.perf_counter()
+        for action, prompt in script:
+            stats.append(session.step(action, prompt).stats)
+            t_first = t_first or time.perf_counter()
+        elapsed = time.perf_counter() - t_loop
+    finally:
+        session.close()
     chunks = [s for s in stats if s["key_to_pixel_ms"] is not None]  # chunk-making steps
     mean = lambda k: float(np.mean([c[k] for c in chunks]))  # noqa: E731
     data = {"steps": steps, "fps": steps / elapsed, "time_to_first_frame_s": t_first - t0,

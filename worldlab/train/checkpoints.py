@@ -10,7 +10,7 @@
 A checkpoint is written into a hidden temporary directory next to its final place and
 renamed into place (`os.replace`), so a crash mid-save leaves the previous checkpoints as
 they were and never a half-written `step_*`. The learning-rate schedule is a pure function
-of the step (see `training.lr_at`), and data order and noise are seeded from (seed, step,
+of the step (see `loop.lr_at`), and data order and noise are seeded from (seed, step,
 rank), so the step is all the schedule and sampler state there is.
 
 Loading checks the saved model config against the model being resumed and raises
@@ -29,7 +29,7 @@ import torch
 from diffusers.utils import SAFETENSORS_WEIGHTS_NAME
 from safetensors.torch import load_file, save_file
 
-from .atomic import atomic_dir
+from ..atomic import atomic_dir
 
 CHECKPOINT_RE = re.compile(r"^step_(\d{8})$")
 

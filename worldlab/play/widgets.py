@@ -23,9 +23,10 @@ import collections
 
 import numpy as np
 
-from .camera import Action, heading_from_pose
-from .play import WorldSession, check_action
-from .viz import to_png_bytes
+from ..camera import Action, heading_from_pose
+from ..model.textenc import check_prompt
+from ..viz import to_png_bytes
+from .session import DEMO_PROMPT, WorldSession, check_action
 
 MOVE_M, TURN_DEG, LOOK_DEG = 0.25, 10.0, 5.0  # per frame; a key press holds it for a chunk
 KEYMAP: dict[str, Action] = {
@@ -36,7 +37,7 @@ KEYMAP: dict[str, Action] = {
     " ": Action(buttons={"jump"}), "f": Action(buttons={"attack"}),
     "e": Action(buttons={"use"}),
 }
-BUTTONS = (("w", "▲ forward"), ("s", "▼ back"), ("a", "◀ strafe"), ("d", "strafe ▶"),
+PAD = (("w", "▲ forward"), ("s", "▼ back"), ("a", "◀ strafe"), ("d", "strafe ▶"),
            ("ArrowLeft", "⟲ turn"), ("ArrowRight", "turn ⟳"), ("ArrowUp", "look up"),
            ("ArrowDown", "look down"), (" ", "jump"), ("f", "attack"), ("e", "use"))
 SCREEN_PX = 384  # frames are enlarged (nearest) to about this many pixels
@@ -91,13 +92,14 @@ class NotebookGame:
         import ipywidgets as W
         from ipyevents import Event
 
-        if not isinstance(session, WorldSession) or not getattr(session, "_started", False):
+        if not isinstance(session, WorldSession) or not session.started:
             raise ValueError(f"NotebookGame needs a WorldSession after reset(), got "
                              f"{session!r}")
         self.session = session
-        self.image = W.Image(format="png", value=_screen(session.last_frame), layout=KEEP_SIZE)
-        self.twin = W.Image(format="png", value=_screen(session.last_twin), layout=KEEP_SIZE) \
-            if session.last_twin is not None else None
+        now = session.current()
+        self.image = W.Image(format="png", value=_screen(now.frame), layout=KEEP_SIZE)
+        self.twin = W.Image(format="png", value=_screen(now.twin_frame), layout=KEEP_SIZE) \
+            if now.twin_frame is not None else None
         self.map = map_figure()
         self.stats = W.HTML()
         self.errors = W.Output(layout={"border": "1px solid #ddd"})
@@ -107,7 +109,7 @@ class NotebookGame:
         send = W.Button(description="prompt at next chunk", layout={"width": "auto"})
         send.on_click(lambda _: self._guard(self._queue_prompt))
         pad = []
-        for key, label in BUTTONS:
+        for key, label in PAD:
             b = W.Button(description=label, layout={"width": "90px"})
             b.on_click(lambda _, k=key: self._guard(self.press, k))
             pad.append(b)
@@ -125,13 +127,11 @@ class NotebookGame:
                               self.stats,
                               W.GridBox(pad, layout=PAD_LAYOUT),
                               W.HBox([self.prompt, send]), self.errors])
-        self._show(session.last_frame, session.pose, session.last_twin, session.stats())
+        self._show(now)
         self.draw_map()
 
     def _examples(self) -> tuple[str, ...]:
         """One prompt per event of the engine (its first keyword), or the demo prompt."""
-        from .play_cli import DEMO_PROMPT
-
         engine = self.session.engine
         return tuple(spec.keywords[0] for spec in engine.events) if engine is not None \
             else (DEMO_PROMPT,)
@@ -142,24 +142,25 @@ class NotebookGame:
         """A key name (see KEYMAP); unknown keys are ignored, like a game does. Returns the
         last StepResult.
 
-        With the "hold" policy a press opens a chunk made from its action, so the press
-        plays that chunk out (f frames, each shown): every press counts, as a short hold of
-        the key. With "buffer" a press is one step.
+        A press is `session.step_chunk`: with the "hold" policy it plays out the chunk its
+        action opens (f frames, each shown), so every press counts, as a short hold of the
+        key; with "buffer" it is one step.
         """
         action = KEYMAP.get(key) or KEYMAP.get(key.lower())  # "W" with shift is "w"
         if action is None:
             return None
-        result = self.apply(action)
-        while self.session.policy == "hold" and self.session.queue:
-            result = self.apply(action)  # hands out the chunk's frames; changes no input
-        return result
+        prompt, self._prompt = self._prompt, None
+        results = self.session.step_chunk(action, prompt)
+        for result in results:
+            self._show(result)
+        return results[-1]
 
     def apply(self, action, prompt: str | None = None):
         """One session step with `action` (and `prompt`, else the one queued in the box)."""
         action = check_action(action)
         prompt, self._prompt = (prompt if prompt is not None else self._prompt), None
         result = self.session.step(action, prompt)
-        self._show(result.frame, result.c2w, result.twin_frame, result.stats)
+        self._show(result)
         return result
 
     def run_script(self, actions, prompts=None) -> list:
@@ -175,8 +176,6 @@ class NotebookGame:
         return results
 
     def _queue_prompt(self):
-        from .textenc import check_prompt
-
         self._prompt = check_prompt(self.prompt.value)
 
     def _guard(self, fn, *args):
@@ -187,14 +186,15 @@ class NotebookGame:
             self.errors.append_stdout(f"{type(e).__name__}: {e}\n")
             return None
 
-    def _show(self, frame, c2w, twin, stats) -> None:
-        self.image.value = _screen(frame)
-        if self.twin is not None and twin is not None:
-            self.twin.value = _screen(twin)
-        pos, self._yaw, _ = heading_from_pose(c2w)
+    def _show(self, result) -> None:
+        """Put a StepResult on screen: frame, twin, trail, stats (the map once per chunk)."""
+        self.image.value = _screen(result.frame)
+        if self.twin is not None and result.twin_frame is not None:
+            self.twin.value = _screen(result.twin_frame)
+        pos, self._yaw, _ = heading_from_pose(result.c2w)
         self._trail.append(pos[:2])
-        self.stats.value = f"<code>{format_stats(stats)}</code>"
-        if stats["step"] and stats["step"] % self.session.f == 0:  # once per chunk
+        self.stats.value = f"<code>{format_stats(result.stats)}</code>"
+        if result.step and result.step % self.session.f == 0:  # once per chunk
             self.draw_map()
 
     # ---- minimap ------------------------------------------------------------------------

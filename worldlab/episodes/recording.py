@@ -1,11 +1,7 @@
-"""Record episodes from an engine with a scripted player; `python -m worldlab data ...`.
+"""Record episodes from an engine with a scripted player (the `data` command is in
+`episodes.cli`).
 
-    python -m worldlab data record --engine procedural --episodes 8 --frames 64 --size 64 \
-        --workers 2 --policy mix --out runs/data/procedural
-    python -m worldlab data info --store runs/data/procedural
-    python -m worldlab data import-re10k --camera clip.txt --frames clip_frames/ --out ...
-
-`record_episode` is the pure core (no progress bars). The CLI shards seeds over worker
+`record_episode` is the pure core (no progress bars). `record_many` shards seeds over worker
 processes, one engine per process: episode k uses seed `seed + k` and is stored as
 `<engine>-<seed>`, so the same command gives the same episodes whatever the worker count.
 
@@ -14,20 +10,19 @@ Shape names: t time, a action width.
 
 from __future__ import annotations
 
-import argparse
 import inspect
 import multiprocessing as mp
 import multiprocessing.util
 import signal
 from collections import Counter
-from pathlib import Path
 
 import numpy as np
 
-from .camera import ACTION_FIELDS, ACTION_WIDTH, wrap_degrees
-from .engines import Engine, Event, make_engine
-from .engines.policies import POLICIES, make_policy, with_events
-from .episodes import Episode, EpisodeStore, make_meta, prompts_from_steps
+from ..camera import ACTION_FIELDS, ACTION_WIDTH, wrap_degrees
+from ..engines import Engine, Event, make_engine
+from ..engines.policies import POLICIES, make_policy, with_events
+from .schema import Episode, make_meta, prompts_from_steps
+from .store import EpisodeStore
 
 DOOM_TICS_PER_SECOND = 35.0  # DOOM's fixed game clock
 DEFAULT_FPS = 8.75  # DOOM's pace at its default 4 tics per step
@@ -37,7 +32,7 @@ SCENES = {"doom": "a DOOM level (Freedoom): corridors, rooms, stairs and doors",
                         "own wall and floor colours"}  # the caption's scene field
 
 
-def engine_fps(engine: Engine) -> float:
+def game_fps(engine: Engine) -> float:
     """Steps per second of game time: the engine's `fps` if it has one, else DOOM's 35 tics
     per second over its tics per step, else DEFAULT_FPS (the procedural engine has no clock;
     its 0.25 m steps at this rate are a walking pace of ~2 m/s)."""
@@ -99,7 +94,7 @@ def record_with(engine: Engine, seed: int, frames: int, policy: str = "mix",
                                                           callback)
     stack = lambda k: np.stack([getattr(o, k) for o in observations])  # noqa: E731
     instance = None if observations[0].instance is None else stack("instance").astype(np.int32)
-    meta = make_meta(engine.name, engine_fps(engine), map=getattr(engine, "map", None),
+    meta = make_meta(engine.name, game_fps(engine), map=getattr(engine, "map", None),
                      seed=seed, policy=player.name, size=int(observations[0].rgb.shape[0]),
                      event_rate=event_rate, ended=ended)
     scene = SCENES.get(engine.name, engine.name)
@@ -150,8 +145,9 @@ def record_many(store: EpisodeStore, engine_name: str, seeds: list[int], frames:
     """Record one episode per seed into `store` as `<engine>-<seed>`; return the ids.
 
     Unless `overwrite`, fails before recording anything if one of the ids exists.
-    `callback(id)` after each write. Workers are forked (not spawned: `python -m worldlab` is not import-safe as a
-    main module, and forking skips re-importing torch in every worker).
+    `callback(id)` after each write. Workers are forked (not spawned: `python -m worldlab`
+    is not import-safe as a main module, and forking skips re-importing torch in every
+    worker).
     """
     if not (isinstance(workers, int) and workers >= 1):
         raise ValueError(f"workers must be a positive integer, got {workers!r}")
@@ -233,83 +229,3 @@ def format_index(store: EpisodeStore) -> str:
     lines.append("  events  " + (", ".join(f"{k} x{n}" for k, n in sorted(events.items()))
                                  or "none"))
     return "\n".join(lines)
-
-
-# ----------------------------------------------------------------------------------------
-# Command line: python -m worldlab data record | info | validate | import-re10k
-# ----------------------------------------------------------------------------------------
-
-
-def _cmd_record(args) -> int:
-    from tqdm.auto import tqdm
-
-    store = EpisodeStore(args.out)
-    seeds = list(range(args.seed, args.seed + args.episodes))
-    opts = {"map": args.map} if args.map else {}
-    if args.no_metric_depth:
-        if args.engine != "doom":
-            raise ValueError(f"--no-metric-depth is a doom option; --engine is {args.engine!r}")
-        opts["metric_depth"] = False
-    with tqdm(total=len(seeds), desc=f"record {args.engine}", unit="episode") as bar:
-        record_many(store, args.engine, seeds, args.frames, args.size, args.policy,
-                    args.event_rate, args.workers, callback=lambda _: bar.update(),
-                    overwrite=args.overwrite, **opts)
-    print(format_index(store))
-    return 0
-
-
-def _cmd_info(args) -> int:
-    print(format_index(EpisodeStore(args.store)))
-    return 0
-
-
-def _cmd_validate(args) -> int:
-    problems = EpisodeStore(args.store).validate_all()
-    for episode_id, problem in problems.items():
-        print(f"{episode_id}: {problem}")
-    print(f"{len(problems)} problem(s)")
-    return 1 if problems else 0
-
-
-def _cmd_import_re10k(args) -> int:
-    from .realestate import import_realestate10k
-
-    episode = import_realestate10k(args.camera, args.frames, args.size)
-    episode_id = EpisodeStore(args.out).write(episode, args.id or Path(args.camera).stem)
-    print(f"imported {len(episode)} frames as {episode_id!r} into {args.out} "
-          f"(actions: {episode.meta['actions']})")
-    return 0
-
-
-def configure_cli(parser: argparse.ArgumentParser) -> None:
-    sub = parser.add_subparsers(dest="data_command", metavar="subcommand")
-    rec = sub.add_parser("record", help="record episodes from an engine into a store")
-    rec.add_argument("--engine", required=True, choices=["procedural", "doom"])
-    rec.add_argument("--episodes", type=int, default=8)
-    rec.add_argument("--frames", type=int, default=64, help="frames per episode")
-    rec.add_argument("--size", type=int, default=64, help="frame side in pixels")
-    rec.add_argument("--workers", type=int, default=1, help="processes, one engine each")
-    rec.add_argument("--policy", default="mix", choices=["mix", *POLICIES])
-    rec.add_argument("--event-rate", type=float, default=0.05,
-                     help="probability per step of an event prompt")
-    rec.add_argument("--seed", type=int, default=0, help="episode k uses seed + k")
-    rec.add_argument("--map", default=None, help="doom map name (e.g. MAP01)")
-    rec.add_argument("--no-metric-depth", action="store_true",
-                     help="doom: keep the coarse depth buffer, skip the mesh ray cast (3x "
-                          "faster, no open3d; enough for training the world model)")
-    rec.add_argument("--out", required=True, help="store directory, e.g. runs/data/doom")
-    rec.add_argument("--overwrite", action="store_true", help="replace episodes with these ids")
-    rec.set_defaults(func=_cmd_record)
-    info = sub.add_parser("info", help="print the index summary of a store")
-    info.add_argument("--store", required=True)
-    info.set_defaults(func=_cmd_info)
-    val = sub.add_parser("validate", help="re-read and validate every episode of a store")
-    val.add_argument("--store", required=True)
-    val.set_defaults(func=_cmd_validate)
-    imp = sub.add_parser("import-re10k", help="import a RealEstate10K clip")
-    imp.add_argument("--camera", required=True, help="RealEstate10K camera .txt")
-    imp.add_argument("--frames", required=True, help="directory of the clip's frames")
-    imp.add_argument("--size", type=int, default=64)
-    imp.add_argument("--id", default=None, help="episode id (default: the camera file stem)")
-    imp.add_argument("--out", required=True, help="store directory")
-    imp.set_defaults(func=_cmd_import_re10k)

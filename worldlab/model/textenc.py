@@ -130,7 +130,7 @@ class CaptionTable:
         """Write the table as safetensors, atomically (temp file + rename)."""
         from safetensors.torch import save
 
-        from .atomic import atomic_write_bytes
+        from ..atomic import atomic_write_bytes
 
         atomic_write_bytes(path, save({self._SEP.join(k): v.contiguous().float()
                                        for k, v in self.table.items()}))

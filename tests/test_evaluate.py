@@ -1,0 +1,174 @@
+"""The evaluation protocols on a tiny synthetic world where the right answer is known.
+
+Frames are flat grey, one grey level brighter every step (`STEP` levels), so repeating the
+last frame j steps late is off by exactly j * STEP levels: its PSNR is 20 log10(255 / (j
+STEP)) whatever the start. An oracle model that knows every episode's true latents and
+returns the velocity landing on them generates exactly the autoencoder's reconstruction of
+the truth, so it scores the autoencoder ceiling; a variant that lands on the last context
+latent scores what repeating that frame scores. The autoencoder is the tiny preset's,
+untrained: the ceiling is low, and known."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+import torch
+
+import worldlab as wl
+from worldlab import camera
+from worldlab.episodes import Episode, PromptSegment, make_meta
+from worldlab.evaluate import drift, mirror_controls, next_chunk, quick_suite, runtime
+from worldlab.metrics import frame_psnr
+from worldlab.model.autoencoder import VideoAutoencoder, frames_to_tensor
+from worldlab.model.dit import WorldModel
+from worldlab.pretrained import World
+
+SIZE, FRAMES, STEP, HORIZON = 32, 24, 3, 8
+
+
+def grey_episode(seed: int) -> Episode:
+    """Flat frames 60 + seed + k STEP at step k, walking straight ahead and turning."""
+    t = FRAMES
+    rgb = np.stack([np.full((SIZE, SIZE, 3), 60 + seed + k * STEP, np.uint8) for k in range(t)])
+    traj = camera.straight(t - 1, 0.2)
+    actions = np.concatenate([np.zeros((1, camera.ACTION_WIDTH), np.float32),
+                              camera.actions_to_array(traj.actions)])
+    K = camera.intrinsics_from_fov(SIZE, SIZE, 90.0)
+    return Episode(rgb=rgb, depth=np.full((t, SIZE, SIZE), 3.0, np.float32), c2w=traj.c2w,
+                   K=np.repeat(K[None], t, 0), actions=actions,
+                   prompts=[PromptSegment(0, "a grey room", "a player", "")],
+                   meta=make_meta("synthetic", 10.0, seed=seed)).validate()
+
+
+class OracleModel(torch.nn.Module):
+    """The WorldModel interface the protocols use, answering with the truth: the velocity
+    (x - target) / t, on which every Euler step lands on `target` exactly. `target` is the
+    episode's true latents ("truth") or the last context latent repeated ("repeat"); the
+    episode and start are recognised from the first chunk appended."""
+
+    def __init__(self, latents: list[torch.Tensor], chunk_frames: int, mode: str):
+        super().__init__()
+        c, h = latents[0].shape[1], latents[0].shape[-1]
+        self.config = SimpleNamespace(chunk_frames=chunk_frames, latent_channels=c,
+                                      latent_size=h, action_width=camera.ACTION_WIDTH)
+        self.truth, self.mode = latents, mode
+
+    def new_cache(self, b: int):
+        return SimpleNamespace(batch_size=b, chunks=0, where=None, last=None)
+
+    def _find(self, chunk: torch.Tensor) -> tuple[int, int]:
+        f = self.config.chunk_frames
+        dist = {(e, s): float((lat[s:s + f] - chunk).abs().max())
+                for e, lat in enumerate(self.truth) for s in range(0, len(lat) - f + 1, f)}
+        return min(dist, key=dist.get)
+
+    def append_chunk(self, x, cache, **cond) -> None:
+        if cache.chunks == 0:
+            cache.where = self._find(x[0])
+        cache.last, cache.chunks = x[:, -1:], cache.chunks + 1
+
+    def forward_chunk(self, x, t, cache, **cond) -> torch.Tensor:
+        f = self.config.chunk_frames
+        episode, start = cache.where
+        k = start + cache.chunks * f
+        target = self.truth[episode][k:k + f][None] if self.mode == "truth" else \
+            cache.last.expand_as(x)
+        return (x - target) / t[:, None, None, None, None]
+
+
+@pytest.fixture(scope="module")
+def setup():
+    torch.manual_seed(0)
+    cfg = wl.make_config("tiny", data__engine="procedural", data__size=SIZE)
+    ae = VideoAutoencoder.from_config_dataclass(cfg.autoencoder).eval()
+    episodes = [grey_episode(s) for s in range(2)]
+    latents = [ae.encode(frames_to_tensor(ep.rgb)[None])[0] for ep in episodes]  # as World
+    return cfg, ae, episodes, latents
+
+
+def oracle_world(setup, mode: str) -> World:
+    cfg, ae, _, latents = setup
+    return World(ae, OracleModel(latents, cfg.model.chunk_frames, mode), cfg,
+                 torch.device("cpu"))
+
+
+def repeat_db(j) -> np.ndarray:
+    """PSNR (dB) of a flat frame j steps late: off by j * STEP grey levels."""
+    return 20 * np.log10(255.0 / (np.asarray(j) * STEP))
+
+
+def test_oracle_scores_the_autoencoder_ceiling(setup):
+    world = oracle_world(setup, "truth")
+    f = world.chunk_frames
+    r = next_chunk(world, setup[2], starts_per_episode=3)
+    assert r["next_chunk_samples"] == 6
+    assert r["next_chunk_psnr"] == pytest.approx(r["autoencoder_psnr"], abs=0.05)
+    assert r["baseline_repeat_psnr"] == pytest.approx(repeat_db(np.arange(1, f + 1)).mean())
+    # a flat frame warped anywhere is the same flat frame: the warp baseline is repeat-last
+    assert r["baseline_warp_psnr"] == pytest.approx(r["baseline_repeat_psnr"])
+
+
+def test_drift_curve_of_the_oracle_and_of_repeat_last(setup):
+    world = oracle_world(setup, "truth")
+    f = world.chunk_frames
+    r = drift(world, setup[2], horizon=HORIZON)
+    np.testing.assert_allclose(r["baseline_repeat_rollout_psnr"],
+                               repeat_db(np.arange(1, HORIZON + 1)), atol=1e-3)
+    ceiling = np.mean([frame_psnr(world.decode(world.encode(ep.rgb[f:f + HORIZON])),
+                                  ep.rgb[f:f + HORIZON]) for ep in setup[2]], axis=0)
+    np.testing.assert_allclose(r["rollout_psnr"], ceiling, atol=0.05)
+    # the oracle ignores its controls, so mirroring them costs nothing
+    assert r["mirrored_actions_rollout_psnr"] == pytest.approx(r["rollout_psnr_mean"], abs=0.05)
+
+
+def test_a_model_that_repeats_the_last_frame_scores_repeat_last(setup):
+    """Through the autoencoder: repeating the last context latent is repeating that
+    frame's reconstruction."""
+    world = oracle_world(setup, "repeat")
+    r = drift(world, setup[2], horizon=HORIZON)
+    last = [world.decode(world.encode(ep.rgb[world.chunk_frames - 1:world.chunk_frames]))
+            for ep in setup[2]]
+    f = world.chunk_frames
+    expected = np.mean([frame_psnr(np.repeat(x, HORIZON, 0), ep.rgb[f:f + HORIZON])
+                        for x, ep in zip(last, setup[2])], axis=0)
+    np.testing.assert_allclose(r["rollout_psnr"], expected, atol=0.05)
+
+
+def test_mirrored_controls_are_a_valid_path():
+    traj = camera.leave_and_return([camera.Action(forward=0.2, yaw=12.0, right=0.05)] * 6)
+    actions = np.concatenate([np.zeros((1, camera.ACTION_WIDTH), np.float32),
+                              camera.actions_to_array(traj.actions)])
+    a, c2w = mirror_controls(actions, traj.c2w)
+    for pose in c2w:  # proper rigid motions
+        camera.check_c2w(pose)
+        assert np.linalg.det(pose[:3, :3]) == pytest.approx(1.0)
+    np.testing.assert_allclose(c2w[0], traj.c2w[0], atol=1e-12)  # starts where it started
+    mirrored = camera.actions_to_array(camera.actions_from_poses(c2w))
+    original = camera.actions_to_array(camera.actions_from_poses(traj.c2w))
+    yaw, right = camera.ACTION_FIELDS.index("yaw"), camera.ACTION_FIELDS.index("right")
+    np.testing.assert_allclose(mirrored[:, yaw], -original[:, yaw], atol=1e-9)
+    np.testing.assert_allclose(mirrored[:, right], -original[:, right], atol=1e-9)
+    np.testing.assert_allclose(a[1:, yaw], -actions[1:, yaw])
+    # the commanded actions and the mirrored poses still agree with each other
+    np.testing.assert_allclose(mirrored[:, yaw], a[1:, yaw], atol=1e-4)
+
+
+def test_quick_suite_and_runtime_on_a_tiny_world(setup):
+    cfg, ae, episodes, latents = setup
+    torch.manual_seed(1)
+    model = WorldModel.from_config_dataclass(cfg.model, latents[0].shape[1],
+                                             latents[0].shape[-1]).eval()
+    world = World(ae, model, cfg, torch.device("cpu"))
+    done = []
+    r = quick_suite(world, episodes, horizon=HORIZON, starts_per_episode=2, runtime_chunks=4,
+                    progress=done.append)
+    assert done == ["next_chunk", "drift", "runtime"]
+    assert len(r["rollout_psnr"]) == len(r["baseline_repeat_rollout_psnr"]) == HORIZON
+    assert r["bars"]["next_chunk_minus_repeat_db"] == pytest.approx(
+        r["next_chunk_psnr"] - r["baseline_repeat_psnr"])
+    assert isinstance(r["bars"]["rollout_beats_repeat_every_step"], bool)
+    rt = runtime(world, chunks=4)
+    assert len(rt["latency_ms_per_chunk"]) == 4 and rt["fps"] > 0
+    assert rt["fps"] == pytest.approx(1000 * world.chunk_frames / rt["chunk_latency_ms"])

@@ -1,0 +1,117 @@
+"""`python -m worldlab data record | info | validate | import-re10k`.
+
+    python -m worldlab data record --preset small --out runs/data/doom   # the preset's data
+    python -m worldlab data record --engine procedural --episodes 8 --frames 64 --size 64 \
+        --workers 2 --policy mix --out runs/data/procedural
+    python -m worldlab data info --store runs/data/procedural
+
+`data record` takes every default from the preset's `data` section (`config.DataConfig`);
+a flag overrides one field.
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from ..config import PRESETS, make_config
+from ..engines import ENGINES
+from ..engines.policies import POLICIES
+from .recording import format_index, record_many
+from .store import EpisodeStore
+
+# flag -> DataConfig field whose preset value is the flag's default
+RECORD_FIELDS = {"engine": "engine", "episodes": "episodes", "frames": "frames",
+                 "size": "size", "workers": "workers", "policy": "policy",
+                 "event_rate": "event_rate", "map": "map"}
+
+
+def record_settings(args) -> dict:
+    """The preset's data section with the flags given on the command line applied."""
+    data = vars(make_config(args.preset).data)
+    return {name: data[field] if getattr(args, name) is None else getattr(args, name)
+            for name, field in RECORD_FIELDS.items()}
+
+
+def _cmd_record(args) -> int:
+    from tqdm.auto import tqdm
+
+    s = record_settings(args)
+    store = EpisodeStore(args.out)
+    seeds = list(range(args.seed, args.seed + s["episodes"]))
+    opts = {"map": s["map"]} if s["engine"] == "doom" else {}
+    if args.no_metric_depth:
+        if s["engine"] != "doom":
+            raise ValueError(f"--no-metric-depth is a doom option; the engine is "
+                             f"{s['engine']!r}")
+        opts["metric_depth"] = False
+    with tqdm(total=len(seeds), desc=f"record {s['engine']}", unit="episode") as bar:
+        record_many(store, s["engine"], seeds, s["frames"], s["size"], s["policy"],
+                    s["event_rate"], s["workers"], callback=lambda _: bar.update(),
+                    overwrite=args.overwrite, **opts)
+    print(format_index(store))
+    return 0
+
+
+def _cmd_info(args) -> int:
+    print(format_index(EpisodeStore(args.store)))
+    return 0
+
+
+def _cmd_validate(args) -> int:
+    problems = EpisodeStore(args.store).validate_all()
+    for episode_id, problem in problems.items():
+        print(f"{episode_id}: {problem}")
+    print(f"{len(problems)} problem(s)")
+    return 1 if problems else 0
+
+
+def _cmd_import_re10k(args) -> int:
+    from .realestate import import_realestate10k
+
+    episode = import_realestate10k(args.camera, args.frames, args.size)
+    episode_id = EpisodeStore(args.out).write(episode, args.id or Path(args.camera).stem)
+    print(f"imported {len(episode)} frames as {episode_id!r} into {args.out} "
+          f"(actions: {episode.meta['actions']})")
+    return 0
+
+
+def _add_record(sub) -> None:
+    rec = sub.add_parser("record", help="record episodes from an engine into a store",
+                         description="defaults come from the preset's data section")
+    rec.add_argument("--preset", default="small", choices=PRESETS,
+                     help="config preset whose data section gives the defaults")
+    rec.add_argument("--engine", default=None, choices=sorted(ENGINES))
+    rec.add_argument("--episodes", type=int, default=None)
+    rec.add_argument("--frames", type=int, default=None, help="frames per episode")
+    rec.add_argument("--size", type=int, default=None, help="frame side in pixels")
+    rec.add_argument("--workers", type=int, default=None, help="processes, one engine each")
+    rec.add_argument("--policy", default=None, choices=["mix", *POLICIES])
+    rec.add_argument("--event-rate", type=float, default=None,
+                     help="probability per step of an event prompt")
+    rec.add_argument("--map", default=None, help="doom map name (e.g. MAP01)")
+    rec.add_argument("--seed", type=int, default=0, help="episode k uses seed + k")
+    rec.add_argument("--no-metric-depth", action="store_true",
+                     help="doom: keep the coarse depth buffer, skip the mesh ray cast (3x "
+                          "faster, no open3d; enough for training the world model)")
+    rec.add_argument("--out", required=True, help="store directory, e.g. runs/data/doom")
+    rec.add_argument("--overwrite", action="store_true", help="replace episodes with these ids")
+    rec.set_defaults(func=_cmd_record)
+
+
+def configure_cli(parser: argparse.ArgumentParser) -> None:
+    sub = parser.add_subparsers(dest="data_command", metavar="subcommand")
+    _add_record(sub)
+    info = sub.add_parser("info", help="print the index summary of a store")
+    info.add_argument("--store", required=True)
+    info.set_defaults(func=_cmd_info)
+    val = sub.add_parser("validate", help="re-read and validate every episode of a store")
+    val.add_argument("--store", required=True)
+    val.set_defaults(func=_cmd_validate)
+    imp = sub.add_parser("import-re10k", help="import a RealEstate10K clip")
+    imp.add_argument("--camera", required=True, help="RealEstate10K camera .txt")
+    imp.add_argument("--frames", required=True, help="directory of the clip's frames")
+    imp.add_argument("--size", type=int, default=64)
+    imp.add_argument("--id", default=None, help="episode id (default: the camera file stem)")
+    imp.add_argument("--out", required=True, help="store directory")
+    imp.set_defaults(func=_cmd_import_re10k)

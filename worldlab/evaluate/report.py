@@ -1,0 +1,54 @@
+"""Reports: tables printed for people, JSON written for machines (under `runs/`).
+
+Benchmarks and the evaluation suite print through `print_table` and write through
+`write_json`; nothing here measures anything.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+from ..atomic import atomic_write_json
+
+
+def write_json(path, data: dict) -> Path:
+    """Atomic JSON write (temp file + rename); returns the path."""
+    return atomic_write_json(Path(path), data)
+
+
+def print_table(rows: list[dict], title: str = "") -> None:
+    """Rows of dicts as aligned columns (the first row's keys); floats to 4 digits."""
+    if title:
+        print(title)
+    if not rows:
+        return
+    cols = list(rows[0])
+    fmt = lambda v: f"{v:.4g}" if isinstance(v, float) else str(v)  # noqa: E731
+    widths = [max(len(c), *(len(fmt(r.get(c, ""))) for r in rows)) for c in cols]
+    print("  ".join(c.ljust(w) for c, w in zip(cols, widths)))
+    for r in rows:
+        print("  ".join(fmt(r.get(c, "")).ljust(w) for c, w in zip(cols, widths)))
+
+
+def print_quick(r: dict) -> None:
+    """The quick suite's table, its bars and its runtime line."""
+    rows = [{"protocol": "autoencoder reconstruction", "psnr_db": r["autoencoder_psnr"]},
+            {"protocol": "next chunk: model", "psnr_db": r["next_chunk_psnr"]},
+            {"protocol": "next chunk: repeat last frame", "psnr_db": r["baseline_repeat_psnr"]},
+            {"protocol": "next chunk: warp last frame", "psnr_db": r["baseline_warp_psnr"]
+             if r["baseline_warp_psnr"] is not None else "n/a"},
+            {"protocol": f"rollout {len(r['rollout_psnr'])} frames: model (mean)",
+             "psnr_db": r["rollout_psnr_mean"]},
+            {"protocol": "rollout: repeat last frame (mean)",
+             "psnr_db": float(np.mean(r["baseline_repeat_rollout_psnr"]))},
+            {"protocol": "rollout: mirrored controls (mean)",
+             "psnr_db": r["mirrored_actions_rollout_psnr"]}]
+    print_table(rows, "quick suite (PSNR against the engine's frames, held-out episodes)")
+    b = r["bars"]
+    print(f"bars: next chunk - repeat = {b['next_chunk_minus_repeat_db']:+.2f} dB (>= 2); "
+          f"rollout beats repeat at every step: {b['rollout_beats_repeat_every_step']}; "
+          f"mirrored controls cost {b['mirrored_drop_db']:+.2f} dB (>= 1)")
+    print(f"runtime: {r['fps']:.1f} frames/s, {r['chunk_latency_ms']:.1f} ms per chunk, "
+          f"chunk 50 / chunk 2 cost = {r['cost_ratio_chunk50_chunk2']:.2f}")

@@ -1,0 +1,160 @@
+"""`python -m worldlab train autoencoder | world | package`: the recipes of `recipes.py`
+with a progress bar and a summary line.
+
+    python -m worldlab train autoencoder --preset small --data runs/data/doom --out runs/ae
+    python -m worldlab train world --preset small --data runs/data/doom \
+        --autoencoder runs/ae/model --out runs/world
+    python -m worldlab train package --autoencoder runs/ae/model --world runs/world \
+        --out runs/myworld
+"""
+
+from __future__ import annotations
+
+import ast
+from typing import Any
+
+from ..config import PRESETS, make_config
+from . import recipes
+
+
+class Progress:
+    """A tqdm bar for a recipe: `on_start` opens it with the planned steps, calling it with
+    fit's state advances it. The only progress bar of training lives here, in a front end."""
+
+    def __init__(self, what: str):
+        self.what, self.bar = what, None
+
+    def on_start(self, plan: dict) -> None:
+        from tqdm.auto import tqdm
+
+        if plan.get("encoded"):
+            print(f"encoded {plan['encoded']} episodes into {plan['latents']}")
+        items = ", ".join(f"{v:,} {k}" for k, v in plan.items()
+                          if k not in ("steps", "encoded", "latents"))
+        print(f"{self.what}: {items}, {plan['steps']} steps")
+        self.bar = tqdm(total=plan["steps"], unit="step")
+
+    def __call__(self, state: dict) -> None:
+        bar = self.bar
+        if bar.n == 0 and state["step"] > 1:  # resumed: rate and ETA from here, not step 0
+            bar.reset(bar.total)
+            bar.initial = bar.n = state["step"] - 1
+        bar.n = state["step"]
+        bar.set_postfix(loss=f"{state['loss']:.4f}", lr=f"{state['lr']:.2e}", refresh=False)
+        bar.refresh()
+
+    @property
+    def hooks(self) -> dict:
+        """The keyword arguments a recipe takes to report to this bar."""
+        return {"callbacks": [self], "on_start": self.on_start}
+
+    def __enter__(self) -> "Progress":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        if self.bar is not None:
+            self.bar.close()
+
+
+def parse_overrides(pairs: list[str]) -> dict[str, Any]:
+    """["model__width=128", "train__forcing=teacher"] -> {"model__width": 128, ...}.
+
+    Values are Python literals when they parse as one, else strings; make_config then
+    rejects unknown keys by name.
+    """
+    out = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or "__" not in key:
+            raise ValueError(f"--set expects SECTION__FIELD=VALUE, got {pair!r}")
+        try:
+            out[key.strip()] = ast.literal_eval(value)
+        except (ValueError, SyntaxError):
+            out[key.strip()] = value
+    return out
+
+
+def _config(args):
+    cfg = make_config(args.preset, **parse_overrides(args.set))
+    section = cfg.autoencoder if args.what == "autoencoder" else cfg.train
+    if args.steps is not None:
+        section.steps = args.steps
+    if args.batch_size is not None:
+        section.batch_size = args.batch_size
+    return cfg
+
+
+def _cli_autoencoder(args) -> int:
+    with Progress("autoencoder") as progress:
+        run = recipes.autoencoder(args.data, _config(args).autoencoder, args.out,
+                                  holdout=args.holdout, minutes=args.minutes,
+                                  device=args.device, resume=args.resume, **progress.hooks)
+    print(f"held-out ({len(run.held_ids)} episodes): PSNR {run.scores['psnr']:.2f} dB, "
+          f"SSIM {run.scores['ssim']:.4f}")
+    return 0
+
+
+def _cli_world(args) -> int:
+    with Progress("world model") as progress:
+        run = recipes.world(args.data, _config(args), args.out, autoencoder=args.autoencoder,
+                            latents=args.latents, text=not args.no_text,
+                            captions=args.captions, init=args.init, minutes=args.minutes,
+                            device=args.device, resume=args.resume, **progress.hooks)
+    print(f"step {run.state['step']}: loss {run.state.get('loss', float('nan')):.4f}; "
+          f"saved {args.out}")
+    return 0
+
+
+def _cli_package(args) -> int:
+    out = recipes.package(args.autoencoder, args.world, args.out, args.weights,
+                          half=not args.full)
+    size = sum(f.stat().st_size for f in out.rglob("*") if f.is_file())
+    print(f"packaged {out} ({size / 2**20:.1f} MiB)")
+    return 0
+
+
+def _add_common(p) -> None:
+    p.add_argument("--preset", default="small", choices=PRESETS, help="config preset")
+    p.add_argument("--data", required=True, help="episode store directory")
+    p.add_argument("--out", required=True, help="output directory (checkpoints, model)")
+    p.add_argument("--steps", type=int, default=None, help="override the preset's steps")
+    p.add_argument("--resume", action="store_true", help="continue from --out's checkpoint")
+    p.add_argument("--device", default="auto", help="auto | cpu | cuda")
+    p.add_argument("--batch-size", type=int, default=None, help="override the preset's")
+    p.add_argument("--set", action="append", default=[], metavar="SECTION__FIELD=VALUE",
+                   help="config override, e.g. --set model__patch_size=2 (repeatable)")
+    p.add_argument("--minutes", type=float, default=None,
+                   help="wall-clock budget: the step count is timed to fit it (replaces --steps)")
+
+
+def configure_cli(parser) -> None:
+    sub = parser.add_subparsers(dest="what", metavar="what", required=True)
+    ae = sub.add_parser("autoencoder", help="train the video autoencoder",
+                        description="train the video autoencoder")
+    _add_common(ae)
+    ae.add_argument("--holdout", type=float, default=0.1,
+                    help="share of episodes held out for PSNR/SSIM")
+    ae.set_defaults(func=_cli_autoencoder)
+    w = sub.add_parser("world", help="train the world model on cached latents",
+                       description="train the world model on cached latents")
+    _add_common(w)
+    w.add_argument("--autoencoder", default=None,
+                   help="autoencoder directory (needed to fill the latent cache)")
+    w.add_argument("--latents", default=None, help="latent cache (default <data>/latents)")
+    w.add_argument("--no-text", action="store_true", help="train without captions")
+    w.add_argument("--init", default=None, metavar="DIR",
+                   help="start from these weights (a save_pretrained directory, e.g. "
+                        "runs/world/ema) with a fresh schedule; its context window may differ")
+    w.add_argument("--captions", default=None,
+                   help="caption table (safetensors) to start from; the table used is saved "
+                        "as <out>/captions.safetensors")
+    w.set_defaults(func=_cli_world)
+    p = sub.add_parser("package", help="assemble a world directory from training outputs",
+                       description="autoencoder + world model + config (+ captions) -> one "
+                                   "directory that pretrained.load_world reads")
+    p.add_argument("--autoencoder", required=True, help="e.g. runs/ae/model")
+    p.add_argument("--world", required=True, help="world run directory, e.g. runs/world")
+    p.add_argument("--weights", default="ema", help="subfolder of --world: ema | model")
+    p.add_argument("--out", required=True, help="e.g. data/checkpoints/doom64")
+    p.add_argument("--full", action="store_true", help="keep float32 (default: float16)")
+    p.set_defaults(func=_cli_package)

@@ -1,0 +1,209 @@
+"""The training loop: `fit()`, its step-seeded batches and schedule, and budgets.
+
+`fit` knows nothing about the world model: it takes a map-style dataset and a
+`loss_fn(model, batch, generator) -> (loss, logs)`, and runs AdamW with warmup + cosine decay,
+gradient clipping, an EMA copy, atomic checkpoints (`checkpoints.py`) and resume, all through
+`accelerate.Accelerator` (one CPU, one GPU, or `accelerate launch` over many; bf16 autocast
+when `mixed_precision="bf16"`). The autoencoder trains through the same loop.
+
+Determinism: step s draws its batch indices and all its noise from generators seeded with
+(seed, s, rank), and the learning rate is a pure function of s, so a run resumed from a
+checkpoint is bit-identical on CPU to one that never stopped. `batch_size` is per process.
+
+The losses live in `losses.py`, the recipes that call `fit` in `recipes.py`.
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import math
+import time
+from collections.abc import Callable, Iterable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from ..config import TrainConfig
+from .checkpoints import latest_checkpoint, load_checkpoint, save_checkpoint, save_model_dir
+
+_DATA_STREAM, _NOISE_STREAM = 0, 1
+
+# ----------------------------------------------------------------------------------------
+# Seeds and schedules: pure functions of the step
+# ----------------------------------------------------------------------------------------
+
+
+def step_generator(seed: int, step: int, rank: int = 0, stream: int = _NOISE_STREAM):
+    """A CPU torch.Generator seeded from (seed, step, rank, stream) and nothing else."""
+    state = np.random.SeedSequence([seed, step, rank, stream]).generate_state(2, np.uint32)
+    return torch.Generator().manual_seed(int(state[0]) << 32 | int(state[1]))
+
+
+def lr_at(step: int, cfg: TrainConfig) -> float:
+    """Linear warmup over `warmup_steps`, then cosine decay to 10% of `lr` at `steps`."""
+    if step < cfg.warmup_steps:
+        return cfg.lr * (step + 1) / cfg.warmup_steps
+    progress = (step - cfg.warmup_steps) / max(1, cfg.steps - cfg.warmup_steps)
+    return cfg.lr * (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * min(1.0, progress))))
+
+
+class StepBatchSampler(torch.utils.data.Sampler):
+    """Batches of `batch_size` indices (with replacement) for steps [start, stop), seeded by step."""
+
+    def __init__(self, n: int, batch_size: int, seed: int, start: int, stop: int,
+                 rank: int = 0):
+        if n < 1:
+            raise ValueError("the dataset is empty (0 items); expected at least 1")
+        self.n, self.batch_size, self.seed = n, batch_size, seed
+        self.start, self.stop, self.rank = start, stop, rank
+
+    def __len__(self) -> int:
+        return max(0, self.stop - self.start)
+
+    def __iter__(self):
+        for step in range(self.start, self.stop):
+            g = step_generator(self.seed, step, self.rank, _DATA_STREAM)
+            yield torch.randint(self.n, (self.batch_size,), generator=g).tolist()
+
+
+# ----------------------------------------------------------------------------------------
+# The loop
+# ----------------------------------------------------------------------------------------
+
+
+def make_accelerator(cfg: TrainConfig, device: str = "auto"):
+    """An Accelerator for `device` ("auto" | "cpu" | "cuda"); bf16 autocast only on a GPU."""
+    from accelerate import Accelerator
+
+    if device not in ("auto", "cpu", "cuda"):
+        raise ValueError(f"unknown device {device!r}; expected 'auto', 'cpu' or 'cuda'")
+    if device == "cuda" and not torch.cuda.is_available():
+        raise ValueError("device 'cuda' was asked for but torch sees no CUDA device")
+    cpu = device == "cpu" or not torch.cuda.is_available()
+    mp = cfg.mixed_precision if not cpu else "no"
+    if not cpu:  # TF32 matmuls: float32 training at tensor-core speed (10-bit mantissa)
+        torch.backends.cuda.matmul.allow_tf32 = True
+        torch.backends.cudnn.allow_tf32 = True
+    return Accelerator(cpu=cpu, mixed_precision=mp)
+
+
+def _to_device(batch: Any, device) -> Any:
+    if isinstance(batch, torch.Tensor):
+        return batch.to(device, non_blocking=True)
+    if isinstance(batch, dict):
+        return {k: _to_device(v, device) for k, v in batch.items()}
+    return batch
+
+
+@torch.no_grad()
+def ema_update(ema, model, decay: float) -> None:
+    for pe, pm in zip(ema.parameters(), model.parameters()):
+        pe.lerp_(pm.detach().to(pe.dtype), 1.0 - decay)
+
+
+def _check_train_config(cfg: TrainConfig) -> None:
+    for name in ("steps", "batch_size", "checkpoint_every"):
+        if getattr(cfg, name) < 1:
+            raise ValueError(f"TrainConfig.{name} must be >= 1, got {getattr(cfg, name)}")
+    if not 0.0 <= cfg.ema_decay < 1.0:
+        raise ValueError(f"TrainConfig.ema_decay must be in [0, 1), got {cfg.ema_decay}")
+
+
+def _restore(out_dir, resume: bool, model, optimizer, ema) -> int:
+    """Load the latest checkpoint under out_dir if resuming; return the step to start at."""
+    if not resume:
+        return 0
+    if out_dir is None:
+        raise ValueError("resume=True needs out_dir (where the checkpoints are)")
+    ckpt = latest_checkpoint(Path(out_dir))
+    return 0 if ckpt is None else load_checkpoint(ckpt, model, optimizer, ema)["step"]
+
+
+def fit(model, dataset, cfg: TrainConfig, loss_fn: Callable, callbacks: Iterable[Callable] = (),
+        out_dir=None, resume: bool = False, accelerator=None, collate_fn=None,
+        num_workers: int = 0) -> dict[str, Any]:
+    """Train `model` on `dataset` for cfg.steps steps; returns the last step's state.
+
+    Every step calls each callback (on the main process) with dict(step, loss, lr, grad_norm,
+    + the loss_fn's logs). With `out_dir`, checkpoints go to out_dir/checkpoints every
+    `checkpoint_every` steps and at the end, the final weights to out_dir/model and
+    out_dir/ema. `resume=True` continues from the newest checkpoint there (from scratch if
+    there is none). The returned state also holds `model` and `ema` (None if ema_decay = 0).
+    """
+    _check_train_config(cfg)
+    acc = accelerator or make_accelerator(cfg)
+    model = model.to(acc.device)
+    opt = torch.optim.AdamW(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
+    wrapped, opt = acc.prepare(model, opt)  # DDP broadcasts rank 0's weights here
+    ema = copy.deepcopy(model).requires_grad_(False) if cfg.ema_decay > 0 else None
+    start = _restore(out_dir, resume, model, opt, ema)
+    loader = torch.utils.data.DataLoader(
+        dataset, batch_sampler=StepBatchSampler(len(dataset), cfg.batch_size, cfg.seed, start,
+                                                cfg.steps, acc.process_index),
+        collate_fn=collate_fn, num_workers=num_workers)
+    state: dict[str, Any] = {"step": start}
+    wrapped.train()
+    for step, batch in zip(range(start, cfg.steps), loader):
+        state = _train_step(wrapped, model, ema, opt, acc, loss_fn, cfg, step, batch)
+        done = step + 1
+        if out_dir is not None and (done % cfg.checkpoint_every == 0 or done == cfg.steps):
+            _save(acc, out_dir, done, model, opt, ema, cfg)
+        if acc.is_main_process:
+            for cb in callbacks:
+                cb(state)
+    if out_dir is not None and acc.is_main_process:
+        save_model_dir(model, Path(out_dir) / "model")
+        if ema is not None:
+            save_model_dir(ema, Path(out_dir) / "ema")
+    acc.wait_for_everyone()
+    return {**state, "model": model, "ema": ema}
+
+
+def steps_for_budget(model, dataset, cfg: TrainConfig, loss_fn: Callable, minutes: float,
+                     accelerator=None, collate_fn=None, probe_steps: int = 20) -> int:
+    """How many steps of `fit` fit in `minutes`, timed on a throwaway copy of the model.
+
+    The schedule (warmup, cosine) is a function of cfg.steps, so a wall-clock budget is
+    turned into a step count up front rather than by stopping a run half-way down its
+    schedule. The first 3 probe steps are not timed (allocation, kernel selection).
+    """
+    if not minutes > 0:
+        raise ValueError(f"minutes must be positive, got {minutes!r}")
+    probe = copy.deepcopy(model)
+    ticks: list[float] = []
+    fit(probe, dataset, dataclasses.replace(cfg, steps=probe_steps + 3, ema_decay=0.0),
+        loss_fn, callbacks=[lambda state: ticks.append(time.perf_counter())],
+        accelerator=accelerator, collate_fn=collate_fn)
+    per_step = (ticks[-1] - ticks[2]) / (len(ticks) - 3)
+    del probe
+    return max(1, int(minutes * 60 / per_step))
+
+
+def _train_step(wrapped, model, ema, opt, acc, loss_fn, cfg: TrainConfig, step: int,
+                batch) -> dict[str, Any]:
+    lr = lr_at(step, cfg)
+    for group in opt.param_groups:
+        group["lr"] = lr
+    batch = _to_device(batch, acc.device)
+    g = step_generator(cfg.seed, step, acc.process_index, _NOISE_STREAM)
+    with acc.autocast():
+        loss, logs = loss_fn(wrapped, batch, g)
+    acc.backward(loss)
+    grad_norm = acc.clip_grad_norm_(wrapped.parameters(), cfg.grad_clip)
+    opt.step()
+    opt.zero_grad(set_to_none=True)
+    if ema is not None:
+        ema_update(ema, model, cfg.ema_decay)
+    return {"step": step + 1, "loss": float(loss.detach()), "lr": lr,
+            "grad_norm": float(grad_norm), **logs}
+
+
+def _save(acc, out_dir, step: int, model, opt, ema, cfg: TrainConfig) -> None:
+    acc.wait_for_everyone()  # every rank has finished the step: the weights are final
+    if acc.is_main_process:
+        extra = {"train_config": vars(cfg), "world_size": acc.num_processes}
+        save_checkpoint(Path(out_dir), step, model, opt, ema, extra, keep=cfg.keep_checkpoints)
+    acc.wait_for_everyone()

@@ -1,0 +1,121 @@
+"""Losses, each a `loss_fn(model, batch, generator) -> (loss, logs)` for `fit`.
+
+Flow convention (rectified flow): x_t = (1 - t) x0 + t noise, target velocity v = noise - x0,
+t = 0 is clean. The time of each chunk is drawn logit-normal (t = sigmoid(N(0, 1)), as in
+Stable Diffusion 3: most samples at mid noise where the velocity is hardest) or uniform.
+
+Shape legend: b batch, t time (frames), n chunks, c channels, h w height width, a action
+width, k text tokens (scene / character / event), e text width.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import torch
+
+from ..config import AutoencoderConfig, TrainConfig
+from ..model.textenc import CaptionTable
+
+FORCINGS = ("teacher", "diffusion")
+TIME_SCHEDULES = ("logit_normal", "uniform")
+
+# ----------------------------------------------------------------------------------------
+# Flow matching
+# ----------------------------------------------------------------------------------------
+
+
+def sample_flow_time(shape: tuple, generator: torch.Generator,
+                     schedule: str = "logit_normal") -> torch.Tensor:
+    """Flow times in (0, 1) of `shape`: logit-normal (sigmoid of a standard normal) or uniform."""
+    if schedule == "logit_normal":
+        return torch.sigmoid(torch.randn(shape, generator=generator))
+    if schedule == "uniform":
+        return torch.rand(shape, generator=generator)
+    raise ValueError(f"unknown time schedule {schedule!r}; expected one of {TIME_SCHEDULES}")
+
+
+def chunk_times(b: int, n: int, forcing: str, generator: torch.Generator,
+                schedule: str = "logit_normal") -> tuple[torch.Tensor, torch.Tensor]:
+    """Per-chunk flow time (b, n) and loss mask (b, n) for a forcing mode.
+
+    teacher: the context chunks are clean (t = 0, no loss) and only the last chunk is noised,
+    as at sampling time. diffusion: every chunk gets its own time and all carry loss, so the
+    model learns to denoise any chunk given a noisy past (Diffusion Forcing).
+    """
+    if forcing == "teacher":
+        t = torch.zeros(b, n)
+        t[:, -1] = sample_flow_time((b,), generator, schedule)
+        mask = torch.zeros(b, n)
+        mask[:, -1] = 1.0
+        return t, mask
+    if forcing == "diffusion":
+        return sample_flow_time((b, n), generator, schedule), torch.ones(b, n)
+    raise ValueError(f"unknown forcing {forcing!r}; expected one of {FORCINGS}")
+
+
+def flow_matching_loss(model, latents: torch.Tensor, *, chunk_frames: int,
+                       generator: torch.Generator, forcing: str = "diffusion",
+                       schedule: str = "logit_normal", text_dropout: float = 0.0,
+                       actions=None, c2w=None, text=None) -> tuple[torch.Tensor, dict]:
+    """Rectified-flow velocity loss on latents (b, t, c, h, w); returns (loss, logs).
+
+    Conditions are passed through to the model: actions (b, t, a), c2w (b, t, 4, 4),
+    text (b, n, k, e). Each chunk's caption is dropped with probability `text_dropout`
+    (`text_drop` (b, n)), which is what classifier-free guidance needs at sampling time.
+    """
+    b, t_len = latents.shape[:2]
+    if latents.dim() != 5 or t_len % chunk_frames:
+        raise ValueError(f"latents must be (b, t, c, h, w) with t a multiple of chunk_frames "
+                         f"({chunk_frames}), got {tuple(latents.shape)}")
+    n, dev = t_len // chunk_frames, latents.device
+    t, mask = chunk_times(b, n, forcing, generator, schedule)  # (b, n) each, on the CPU
+    t, mask = t.to(dev), mask.to(dev)
+    noise = torch.randn(latents.shape, generator=generator).to(dev, latents.dtype)
+    t_frames = t.repeat_interleave(chunk_frames, dim=1).to(latents.dtype)  # (b, t)
+    tf = t_frames[:, :, None, None, None]
+    x_t = (1 - tf) * latents + tf * noise  # (b, t, c, h, w)
+    text_drop = (torch.rand(b, n, generator=generator) < text_dropout).to(dev)
+    v = model(x_t, t, actions=actions, c2w=c2w, text=text, text_drop=text_drop)
+    v = getattr(v, "sample", v)  # (b, t, c, h, w)
+    err = (v.float() - (noise - latents).float()).pow(2)
+    per_chunk = err.unflatten(1, (n, chunk_frames)).flatten(2).mean(-1)  # (b, n)
+    loss = (per_chunk * mask).sum() / mask.sum()
+    return loss, {"t_mean": float((t * mask).sum() / mask.sum())}
+
+
+def world_model_loss(cfg: TrainConfig, chunk_frames: int, captions: CaptionTable | None):
+    """loss_fn(model, batch, generator) for `fit` on EpisodeClips batches with `latents`."""
+    def loss_fn(model, batch: dict, generator: torch.Generator):
+        lat = batch["latents"].float()  # (b, t, c, h, w)
+        text = None
+        if captions is not None:
+            text = captions.embed(batch["captions"]).to(lat.device)  # (b, n, 3, e)
+        return flow_matching_loss(
+            model, lat, chunk_frames=chunk_frames, generator=generator, forcing=cfg.forcing,
+            schedule=cfg.time_schedule, text_dropout=cfg.text_dropout,
+            actions=batch["actions"].float(), c2w=batch["c2w"].float(), text=text)
+    return loss_fn
+
+
+# ----------------------------------------------------------------------------------------
+# The autoencoder
+# ----------------------------------------------------------------------------------------
+
+
+def autoencoder_loss(cfg: AutoencoderConfig) -> Callable:
+    """loss_fn(model, batch, generator) -> (loss, logs) for `fit`.
+
+    L1 (sharp edges) + `mse_weight` MSE (what PSNR measures) + `kl_weight` KL: the KL is
+    tiny on purpose, it only keeps the latent scale from drifting; the posterior sample
+    (not the mode) makes the decoder robust to small latent errors of the world model.
+    """
+    def loss_fn(model, batch: dict, generator: torch.Generator):
+        x = batch["frames"]  # (b, c, h, w)
+        recon, kl = model(x, generator=generator)
+        l1 = (recon - x).abs().mean()
+        mse = (recon - x).pow(2).mean()
+        kl = kl.mean() / x[0].numel()  # per pixel, so kl_weight does not depend on size
+        loss = l1 + cfg.mse_weight * mse + cfg.kl_weight * kl
+        return loss, {"l1": l1.item(), "mse": mse.item(), "kl": kl.item()}
+    return loss_fn

@@ -1,0 +1,238 @@
+"""The recipes: train the autoencoder, train the world model, package a world.
+
+Each is one public function that the `train` command and the notebooks both call
+(`wl.train.autoencoder(...)`, `wl.train.world(...)`, `wl.train.package(...)`); a notebook
+adds its plots through `callbacks` (called with fit's state after every step) and
+`on_start` (called once with the plan: parameters, items, steps, ...), never a second copy of
+the recipe. Nothing here prints or draws.
+
+Shape legend: n frames, t time, c channels, h w height width.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from ..atomic import atomic_write_json, atomic_write_text
+from ..config import AutoencoderConfig, TrainConfig, WorldConfig
+from ..episodes import EpisodeClips, EpisodeStore, LatentCache, collate_clips, load_frames
+from ..model.autoencoder import (VideoAutoencoder, encode_store, evaluate_autoencoder,
+                                 fit_latent_scale, frames_to_tensor)
+from ..model.dit import WorldModel
+from ..model.textenc import CaptionTable
+from ..pretrained import CAPTIONS_FILE, package_world
+from .checkpoints import load_weights, save_model_dir
+from .losses import autoencoder_loss, world_model_loss
+from .loop import fit, make_accelerator, steps_for_budget
+
+LATENT_SCALE_FRAMES, HELD_OUT_FRAMES = 2048, 1024  # frames measured after training
+
+
+def _n_params(model) -> int:
+    return sum(p.numel() for p in model.parameters())
+
+
+def seeded(build: Callable, seed: int):
+    """`build()` with the global torch RNG seeded by `seed` alone (and restored after), so
+    the same config starts from the same weights whatever ran before in the process."""
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        return build()
+
+
+def split_episodes(ids: list[str], holdout: float) -> tuple[list[str], list[str]]:
+    """(train ids, held-out ids): the last `holdout` share of the ids (at least one) held out."""
+    if not 0.0 < holdout < 1.0:
+        raise ValueError(f"holdout must be in (0, 1), got {holdout}")
+    if len(ids) < 2:
+        raise ValueError(f"need at least 2 episodes to hold one out, the store has {len(ids)}")
+    k = min(len(ids) - 1, max(1, round(holdout * len(ids))))
+    return ids[:-k], ids[-k:]
+
+
+def _store(store) -> EpisodeStore:
+    return store if isinstance(store, EpisodeStore) else EpisodeStore(store)
+
+
+# ----------------------------------------------------------------------------------------
+# The autoencoder
+# ----------------------------------------------------------------------------------------
+
+
+class FrameDataset(torch.utils.data.Dataset):
+    """Single frames for the autoencoder: uint8 (n, h, w, 3) [+ depth (n, h, w)] -> (c, h, w)."""
+
+    def __init__(self, rgb, depth=None):
+        self.rgb = np.asarray(rgb)
+        self.depth = None if depth is None else np.asarray(depth)
+        frames_to_tensor(self.rgb[:1])  # validate the layout once, up front
+
+    def __len__(self) -> int:
+        return len(self.rgb)
+
+    def __getitem__(self, i: int) -> dict[str, torch.Tensor]:
+        d = None if self.depth is None else self.depth[i]
+        return {"frames": frames_to_tensor(self.rgb[i], d)}
+
+
+def autoencoder_train_config(cfg: AutoencoderConfig, **overrides: Any) -> TrainConfig:
+    """The TrainConfig that `fit` runs the autoencoder with (steps, lr, batch from `cfg`)."""
+    base = dict(steps=cfg.steps, batch_size=cfg.batch_size, lr=cfg.lr, weight_decay=0.0,
+                warmup_steps=min(200, max(1, cfg.steps // 20)), ema_decay=0.0)
+    base.update(overrides)
+    return TrainConfig(**base)
+
+
+@dataclass
+class AutoencoderRun:
+    model: VideoAutoencoder  # trained, latents normalised (`fit_latent_scale`), eval mode
+    scores: dict  # held-out reconstruction: psnr (dB), ssim
+    train_ids: list[str]
+    held_ids: list[str]
+    state: dict  # fit's last state: step, loss, lr, ...
+
+
+def autoencoder(store, cfg: AutoencoderConfig, out=None, *, holdout: float = 0.1,
+                minutes: float | None = None, device: str = "auto", resume: bool = False,
+                callbacks: Iterable[Callable] = (), on_start: Callable | None = None
+                ) -> AutoencoderRun:
+    """Train the autoencoder on every frame of a store's episodes but the held-out last
+    `holdout` share; normalise its latents; score reconstructions of held-out frames.
+
+    `minutes` replaces cfg.steps by the count that fits (timed first). With `out`:
+    checkpoints (resumable), `out/model` (the final weights) and `out/metrics.json`.
+    """
+    store = _store(store)
+    train_ids, held_ids = split_episodes(store.ids(), holdout)
+    rgb, depth = load_frames(store, train_ids, cfg.depth_channel)
+    tc = autoencoder_train_config(cfg)
+    ae = seeded(lambda: VideoAutoencoder.from_config_dataclass(cfg), tc.seed)
+    data, loss_fn = FrameDataset(rgb, depth), autoencoder_loss(cfg)
+    acc = make_accelerator(tc, device)
+    if minutes:
+        tc = autoencoder_train_config(
+            cfg, steps=steps_for_budget(ae, data, tc, loss_fn, minutes, acc))
+    if on_start is not None:
+        on_start({"parameters": _n_params(ae), "frames": len(rgb), "episodes": len(train_ids),
+                  "steps": tc.steps})
+    state = fit(ae, data, tc, loss_fn, callbacks=callbacks, out_dir=out, resume=resume,
+                accelerator=acc)
+    ae.eval()
+    n = LATENT_SCALE_FRAMES
+    fit_latent_scale(ae, frames_to_tensor(rgb[:n], None if depth is None else depth[:n]))
+    held_rgb, held_depth = load_frames(store, held_ids, cfg.depth_channel)
+    n = HELD_OUT_FRAMES
+    scores = evaluate_autoencoder(ae, frames_to_tensor(
+        held_rgb[:n], None if held_depth is None else held_depth[:n]))
+    if out is not None:
+        save_model_dir(ae, Path(out) / "model")
+        atomic_write_json(Path(out) / "metrics.json", scores)
+    return AutoencoderRun(ae, scores, train_ids, held_ids, state)
+
+
+# ----------------------------------------------------------------------------------------
+# The world model
+# ----------------------------------------------------------------------------------------
+
+
+@dataclass
+class WorldRun:
+    model: WorldModel  # the trained weights (train mode)
+    ema: WorldModel | None  # the EMA copy (what a world ships), None if ema_decay = 0
+    config: WorldConfig  # as trained: the data section describes the episodes it read
+    captions: CaptionTable | None  # every caption seen in training, None without text
+    latents: LatentCache
+    clips: EpisodeClips
+    state: dict  # fit's last state
+
+
+def fill_latents(store: EpisodeStore, latents: LatentCache, autoencoder, device) -> int:
+    """Encode the episodes of `store` missing from `latents`; returns how many."""
+    if all(latents.has(i) for i in store.ids()):
+        return 0
+    if autoencoder is None:
+        raise ValueError(f"the latent cache {latents.root} is incomplete; pass the "
+                         f"autoencoder (a directory or a VideoAutoencoder) to fill it")
+    ae = autoencoder if isinstance(autoencoder, VideoAutoencoder) else \
+        VideoAutoencoder.from_pretrained(autoencoder)
+    return encode_store(ae.to(device).eval(), store, latents)
+
+
+def trained_on(cfg: WorldConfig, store: EpisodeStore, ids: list[str]) -> WorldConfig:
+    """A copy of `cfg` whose data section describes episodes `ids` of `store`."""
+    seen = {k: v for k, v in store.describe(ids).items() if v is not None}
+    return dataclasses.replace(cfg, data=dataclasses.replace(cfg.data, **seen))
+
+
+def _caption_table(captions, text: bool) -> CaptionTable | None:
+    if not text:
+        return None
+    if isinstance(captions, CaptionTable):
+        return captions
+    return CaptionTable.load(captions) if captions is not None else CaptionTable()
+
+
+def world(store, cfg: WorldConfig, out=None, *, autoencoder=None, latents=None,
+          ids: list[str] | None = None, text: bool = True, captions=None, init=None,
+          minutes: float | None = None, device: str = "auto", resume: bool = False,
+          callbacks: Iterable[Callable] = (), on_start: Callable | None = None) -> WorldRun:
+    """Train the world model on clips of episodes `ids` (default: all) of a store.
+
+    Latents come from `latents` (a LatentCache or directory; default `<store>/latents`),
+    filled with `autoencoder` where missing. `captions` is a table (or its file) to start
+    from; `text=False` trains without captions. `init` starts from saved weights with a
+    fresh schedule (the context window may differ). `minutes` replaces cfg.train.steps by
+    the count that fits. With `out`: checkpoints (resumable), `model/`, `ema/`,
+    `world_config.json` and `captions.safetensors`, what `package` assembles.
+    """
+    store = _store(store)
+    ids = sorted(store.index) if ids is None else list(ids)
+    cfg = trained_on(WorldConfig.from_dict(cfg.to_dict()), store, ids)  # a copy
+    if init is not None and resume:
+        raise ValueError("init starts a new run and resume continues one; pass one")
+    acc = make_accelerator(cfg.train, device)
+    cache = latents if isinstance(latents, LatentCache) else \
+        LatentCache(latents if latents is not None else store.root / "latents")
+    encoded = fill_latents(store, cache, autoencoder, acc.device)
+    sample = cache.get(ids[0])  # (t, c, h', w')
+    model = seeded(lambda: WorldModel.from_config_dataclass(cfg.model, sample.shape[1],
+                                                            sample.shape[-1]), cfg.train.seed)
+    if init is not None:
+        load_weights(model, Path(init), ignore=("window_chunks",))  # no weight uses it
+    f = cfg.model.chunk_frames
+    clips = EpisodeClips(store, clip_frames=f * cfg.data.clip_chunks, chunk_frames=f,
+                         stride=f, latents=cache, ids=ids, cache_episodes=len(ids))
+    table = _caption_table(captions, text)
+    loss_fn = world_model_loss(cfg.train, f, table)
+    if minutes:
+        clips.preload()  # else the timed probe steps would be reading episodes from disk
+        cfg.train.steps = steps_for_budget(model, clips, cfg.train, loss_fn, minutes, acc,
+                                           collate_fn=collate_clips)
+    if out is not None:
+        Path(out).mkdir(parents=True, exist_ok=True)
+        atomic_write_text(Path(out) / "world_config.json", cfg.to_json())
+    if on_start is not None:
+        on_start({"parameters": _n_params(model), "clips": len(clips), "steps": cfg.train.steps,
+                  "encoded": encoded, "latents": str(cache.root)})
+    state = fit(model, clips, cfg.train, loss_fn, callbacks=callbacks, out_dir=out,
+                resume=resume, collate_fn=collate_clips, accelerator=acc)
+    if table is not None and out is not None:
+        table.save(Path(out) / CAPTIONS_FILE)
+    return WorldRun(state["model"], state["ema"], cfg, table, cache, clips, state)
+
+
+def package(autoencoder, run, out, weights: str = "ema", half: bool = True) -> Path:
+    """A world directory (see `worldlab.pretrained`) from an autoencoder directory and a
+    world run directory (`world(..., out=run)`): its `weights` subfolder, its config and
+    its captions when it has them."""
+    run = Path(run)
+    captions = run / CAPTIONS_FILE
+    return package_world(autoencoder, run / weights, run / "world_config.json", out,
+                         captions if captions.exists() else None, half=half)
