@@ -84,6 +84,23 @@ def test_unproject_depth_shape_and_pixel_centres():
     np.testing.assert_allclose(uv, cam.pixel_grid(3, 4), atol=1e-12)
 
 
+def test_unproject_inf_depth_gives_inf_points_as_documented():
+    K, c2w = cam.intrinsics_from_fov(4, 3, 60.0), cam.pose_from_heading(np.ones(3), 30.0)
+    depth = np.full((3, 4), 2.0)
+    depth[1, 2] = np.inf  # nothing hit there
+    with np.errstate(all="raise"):  # no invalid-value arithmetic either
+        pts = cam.unproject_depth(depth, K, c2w)
+    assert np.isposinf(pts[1, 2]).all()
+    assert np.isfinite(np.delete(pts.reshape(-1, 3), 1 * 4 + 2, axis=0)).all()
+
+
+@pytest.mark.parametrize("yaw", [180.0, -180.0, 540.0, -179.999, 179.999, 0.0])
+def test_heading_yaw_is_in_the_documented_range(yaw):
+    _, got, _ = cam.heading_from_pose(cam.pose_from_heading(np.zeros(3), yaw))
+    assert -180.0 < got <= 180.0
+    assert np.cos(np.radians(got - yaw)) == pytest.approx(1.0)  # the same heading
+
+
 def test_relative_and_inverse_pose():
     rng = np.random.default_rng(7)
     a, b = random_c2w(rng), random_c2w(rng)

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 PACKAGE = Path(__file__).resolve().parents[1] / "worldlab"
-LEAVES = {"paths", "atomic", "camera", "config", "metrics", "viz"}
+LEAVES = {"paths", "atomic", "camera", "config", "loading", "metrics", "viz"}
 STAGES = ["engines", "episodes", "model", "memory", "pretrained", "train", "evaluate", "play",
           "cli"]  # the package's own __init__ / __main__ sit on top of everything
 

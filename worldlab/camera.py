@@ -120,16 +120,19 @@ def pixel_grid(height: int, width: int) -> np.ndarray:
 
 
 def unproject(uv: np.ndarray, depth: np.ndarray, K: np.ndarray, c2w: np.ndarray) -> np.ndarray:
-    """Pixels (..., 2) with z-depth (...) -> world points (..., 3)."""
+    """Pixels (..., 2) with z-depth (...) -> world points (..., 3); a pixel with `inf`
+    depth (nothing hit) gives a point of three `inf` coordinates, so `np.isfinite` masks it."""
     K, c2w = check_K(K), check_c2w(c2w)
     uv, depth = np.asarray(uv, dtype=np.float64), np.asarray(depth, dtype=np.float64)
     if uv.shape[-1] != 2 or uv.shape[:-1] != depth.shape:
         raise ValueError(f"uv must be (..., 2) matching depth (...), got {uv.shape} and "
                          f"{depth.shape}")
+    far = np.isinf(depth)
+    d = np.where(far, 1.0, depth)  # inf * 0 would be NaN, and NaN spreads through the matmul
     x = (uv[..., 0] - K[0, 2] - K[0, 1] * (uv[..., 1] - K[1, 2]) / K[1, 1]) / K[0, 0]
     y = (uv[..., 1] - K[1, 2]) / K[1, 1]
-    cam = np.stack([x * depth, y * depth, depth], axis=-1)  # (..., 3)
-    return cam @ c2w[:3, :3].T + c2w[:3, 3]
+    cam = np.stack([x * d, y * d, d], axis=-1)  # (..., 3)
+    return np.where(far[..., None], np.inf, cam @ c2w[:3, :3].T + c2w[:3, 3])
 
 
 def project(points: np.ndarray, K: np.ndarray, c2w: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -148,7 +151,8 @@ def project(points: np.ndarray, K: np.ndarray, c2w: np.ndarray) -> tuple[np.ndar
 
 
 def unproject_depth(depth: np.ndarray, K: np.ndarray, c2w: np.ndarray) -> np.ndarray:
-    """A depth map (h, w) -> world points (h, w, 3); inf depth gives inf points."""
+    """A depth map (h, w) -> world points (h, w, 3); inf depth gives inf points (see
+    `unproject`)."""
     depth = np.asarray(depth, dtype=np.float64)
     if depth.ndim != 2:
         raise ValueError(f"depth must be (h, w), got {depth.shape}")
@@ -238,6 +242,7 @@ def heading_from_pose(c2w: np.ndarray) -> tuple[np.ndarray, float, float]:
     c2w = check_c2w(c2w)
     f = c2w[:3, 2]
     yaw = math.degrees(math.atan2(f[1], f[0]))
+    yaw = 180.0 if yaw <= -180.0 else yaw  # atan2(-0.0, -1) is -180: keep (-180, 180]
     pitch = math.degrees(math.asin(float(np.clip(f[2], -1, 1))))
     return c2w[:3, 3].copy(), yaw, pitch
 

@@ -9,13 +9,18 @@ training -> sampling). Presets name sizes the way DiT names `DiT-S/8`:
     large  many GPUs (FSDP, bf16)
 
 `make_config(preset, **overrides)` builds one; overrides are `section__field=value` or
-`section={...}` and an unknown key fails loudly, naming it.
+`section={...}` and an unknown key fails loudly, naming it. `validate_config` checks every
+config it builds (and so every `world_config.json` read through `WorldConfig.from_dict`)
+field by field: types and allowed values, as the code that reads each field needs them. A
+bad value fails where it is read, naming the field, not at the first training or sampling
+step.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import json
+import math
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -118,15 +123,116 @@ class WorldConfig:
     def from_dict(cls, d: dict[str, Any]) -> "WorldConfig":
         """The inverse of `to_dict`; fields in RETIRED (read by nothing, kept in older
         world_config.json files) are dropped, any other unknown field is an error."""
+        if not isinstance(d, dict):
+            raise ValueError(f"a world config must be an object with the sections "
+                             f"{sorted(_sections())}, got {type(d).__name__}")
         d = {k: dict(v) if isinstance(v, dict) else v for k, v in d.items()}
         for section, name in RETIRED:
-            d.get(section, {}).pop(name, None)
+            if isinstance(d.get(section), dict):
+                d[section].pop(name, None)
         preset = d.pop("preset", "small")
         return make_config(preset, **d)
 
 
 # fields that once existed and had no effect; older configs on disk may still carry them
 RETIRED = (("data", "chunk_frames"), ("train", "log_every"))
+
+
+# ----------------------------------------------------------------------------------------
+# Validation: what each field must hold, as the code that reads it needs
+# ----------------------------------------------------------------------------------------
+
+# allowed values, as model/dit.py, model/sampler.py, train/losses.py and train/loop.py read
+# them (this leaf module cannot import those rooms; tests/test_loading_reliability.py
+# checks that the tuples agree)
+CONTROLS = ("pose", "action", "both")
+FORCINGS = ("teacher", "diffusion")
+TIME_SCHEDULES = ("logit_normal", "uniform")
+MIXED_PRECISION = ("no", "bf16")
+SOLVERS = ("euler", "heun")
+
+
+def _is_int(v) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool)  # JSON true is not a count
+
+
+def _is_number(v) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+
+
+# a rule: (what the value must be, a test of that) and a range on top of it (text, test;
+# None when there is none); the kind is tested first, so a range test may assume it
+def _int(lo: int) -> tuple:
+    return "an int", _is_int, f">= {lo}", lambda v: v >= lo
+
+
+def _number(bound: str | None = None, in_bound=None) -> tuple:
+    return "a finite number", _is_number, bound, in_bound
+
+
+def _one_of(choices: tuple[str, ...]) -> tuple:
+    return f"one of {choices}", lambda v: isinstance(v, str) and v in choices, None, None
+
+
+_COUNT, _INDEX = _int(1), _int(0)
+_POSITIVE = _number("> 0", lambda v: v > 0)
+_NONNEGATIVE = _number(">= 0", lambda v: v >= 0)
+_FRACTION = _number("in [0, 1]", lambda v: 0 <= v <= 1)
+_FLAG = ("true or false", lambda v: isinstance(v, bool), None, None)
+_TEXT = ("a str", lambda v: isinstance(v, str), None, None)
+_NAME = ("a str", lambda v: isinstance(v, str), "non-blank", lambda v: bool(v.strip()))
+_CHANNELS = ("a non-empty list of ints",
+             lambda v: isinstance(v, (list, tuple)) and len(v) > 0 and all(map(_is_int, v)),
+             "a list of ints >= 1", lambda v: min(v) >= 1)
+
+RULES: dict[str, dict[str, tuple]] = {
+    # data.engine and policy are names, not choices: a store may hold several engines
+    # ("doom+procedural") or imported footage ("realestate10k")
+    "data": {"engine": _NAME, "map": _TEXT, "size": _COUNT, "episodes": _COUNT,
+             "frames": _COUNT, "policy": _NAME, "event_rate": _FRACTION,
+             "clip_chunks": _COUNT, "workers": _COUNT},
+    "autoencoder": {"block_out_channels": _CHANNELS, "layers_per_block": _COUNT,
+                    "latent_channels": _COUNT, "norm_num_groups": _COUNT,
+                    "depth_channel": _FLAG, "kl_weight": _NONNEGATIVE,
+                    "mse_weight": _NONNEGATIVE, "lr": _POSITIVE, "steps": _COUNT,
+                    "batch_size": _COUNT},
+    "model": {"width": _COUNT, "depth": _COUNT, "heads": _COUNT, "patch_size": _COUNT,
+              "chunk_frames": _COUNT, "window_chunks": _COUNT, "control": _one_of(CONTROLS),
+              "action_width": _int(4),  # forward, right, yaw, pitch, then the buttons
+              "text_dim": _COUNT, "text_tokens": _COUNT, "memory_tokens": _INDEX,
+              "cache_latent": _FLAG, "mlp_ratio": _POSITIVE},
+    "train": {"steps": _COUNT, "batch_size": _COUNT, "lr": _POSITIVE,
+              "weight_decay": _NONNEGATIVE, "warmup_steps": _INDEX, "grad_clip": _POSITIVE,
+              "ema_decay": _number(">= 0 and < 1", lambda v: 0 <= v < 1),
+              "forcing": _one_of(FORCINGS), "time_schedule": _one_of(TIME_SCHEDULES),
+              "text_dropout": _FRACTION, "seed": _INDEX,  # numpy SeedSequence: >= 0
+              "checkpoint_every": _COUNT, "keep_checkpoints": _INDEX,
+              "mixed_precision": _one_of(MIXED_PRECISION)},
+    "sample": {"steps": _COUNT, "solver": _one_of(SOLVERS), "guidance": _number()},
+}
+
+
+def validate_config(cfg: "WorldConfig") -> "WorldConfig":
+    """Raise ValueError naming the first field of `cfg` that breaks its rule in RULES or a
+    rule between fields; return `cfg` unchanged."""
+    for section, rules in RULES.items():
+        for name, (kind, is_kind, bound, in_bound) in rules.items():
+            value = getattr(getattr(cfg, section), name)
+            if not is_kind(value):
+                raise ValueError(f"config {section}.{name} must be {kind}, got {value!r} "
+                                 f"({type(value).__name__})")
+            if in_bound is not None and not in_bound(value):
+                raise ValueError(f"config {section}.{name} must be {bound}, got {value!r}")
+    m, ae = cfg.model, cfg.autoencoder
+    if m.width % m.heads or (m.width // m.heads) % 2 or m.width // m.heads < 6:
+        raise ValueError(f"config model.width={m.width} must be model.heads={m.heads} times "
+                         f"an even head dim >= 6 (3D RoPE rotates pairs on 3 axes)")
+    odd = [c for c in ae.block_out_channels if c % ae.norm_num_groups]
+    if odd:  # every block is group-normed over its channels
+        raise ValueError(f"config autoencoder.block_out_channels {list(ae.block_out_channels)} "
+                         f"must all be multiples of autoencoder.norm_num_groups="
+                         f"{ae.norm_num_groups}, got {odd[0]}")
+    return cfg
 
 
 # ----------------------------------------------------------------------------------------
@@ -204,6 +310,8 @@ def make_config(preset: str = "small", **overrides: Any) -> WorldConfig:
         else:
             raise ValueError(f"config key {key!r} needs a dict of fields, got {value!r}")
     built = {s: _apply(factory(), s, grouped[s]) for s, factory in sections.items()}
-    built["autoencoder"] = dataclasses.replace(
-        built["autoencoder"], block_out_channels=tuple(built["autoencoder"].block_out_channels))
-    return WorldConfig(preset=preset, **built)
+    channels = built["autoencoder"].block_out_channels
+    if isinstance(channels, list):  # JSON has no tuples; validate_config rejects the rest
+        built["autoencoder"] = dataclasses.replace(built["autoencoder"],
+                                                   block_out_channels=tuple(channels))
+    return validate_config(WorldConfig(preset=preset, **built))

@@ -13,12 +13,17 @@ Layout of a world directory (every weight file is safetensors, every config JSON
 `World` bundles the pieces with the conversions every front end needs (uint8 frames <->
 latents, captions -> embeddings) and is shared by evaluation and play.
 
+Loading is all-or-nothing and every error names the file: JSON and safetensors files are
+read whole and checked (the world config against `config.validate_config`, every tensor
+against the model its config.json builds: names, shapes, dtypes) before a model is made.
+The checked readers live in the leaf `worldlab.loading`, shared with the training
+checkpoints and the model's own loader.
+
 Shape legend: t frames, c latent channels, h w height/width, n chunks, k = 3, e = 384.
 """
 
 from __future__ import annotations
 
-import json
 import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -28,6 +33,7 @@ import torch
 
 from .atomic import atomic_dir
 from .config import WorldConfig
+from .loading import load_module, read_json
 from .model.autoencoder import VideoAutoencoder, frames_to_tensor, tensor_to_frames
 from .model.dit import WorldModel
 from .model.textenc import CaptionTable
@@ -100,13 +106,13 @@ def load_world(path: str | Path, device: str = "auto", subfolder: str = "world")
             raise ValueError(f"{path} is not a world directory: {part} is missing (expected "
                              f"autoencoder/, {subfolder}/ and world_config.json)")
     dev = resolve_device(device)
-    cfg = WorldConfig.from_dict(json.loads((path / "world_config.json").read_text()))
+    cfg = read_world_config(path / "world_config.json")
     # shipped weights may be float16 (half the size); compute in float32
-    ae = VideoAutoencoder.from_pretrained(path / "autoencoder").float().to(dev).eval()
-    model = WorldModel.from_pretrained(path / subfolder).float().to(dev).eval()
+    ae = load_module(VideoAutoencoder, path / "autoencoder").float().to(dev)
+    model = load_module(WorldModel, path / subfolder).float().to(dev)
     if model.config.latent_channels != ae.config.latent_channels:
-        raise ValueError(f"world model expects {model.config.latent_channels} latent "
-                         f"channels but the autoencoder makes {ae.config.latent_channels}")
+        raise ValueError(f"world {path}: {subfolder}/ expects {model.config.latent_channels} "
+                         f"latent channels but autoencoder/ makes {ae.config.latent_channels}")
     captions = CaptionTable.load(path / CAPTIONS_FILE) if (path / CAPTIONS_FILE).exists() \
         else CaptionTable()
     return World(ae, model, cfg, dev, path, captions)
@@ -121,14 +127,29 @@ def package_world(autoencoder: str | Path, world: str | Path, config: str | Path
     config: the run's world_config.json; captions: its captions.safetensors. `half` stores
     float16 weights (loading casts back to float32); shards keep every file small.
     """
+    read_world_config(Path(config))  # validate before building anything
+
     def write(tmp: Path) -> None:
         for cls, src, name in ((VideoAutoencoder, autoencoder, "autoencoder"),
                                (WorldModel, world, "world")):
-            m = cls.from_pretrained(src)
+            m = load_module(cls, Path(src))
             (m.half() if half else m).save_pretrained(tmp / name, safe_serialization=True,
                                                       max_shard_size=max_shard_size)
-        WorldConfig.from_dict(json.loads(Path(config).read_text()))  # validate before copying
         shutil.copy(config, tmp / "world_config.json")
         if captions is not None:
             CaptionTable.load(captions).save(tmp / CAPTIONS_FILE)
     return atomic_dir(Path(out), write)
+
+
+# ----------------------------------------------------------------------------------------
+# Readers: a whole file or an error naming it
+# ----------------------------------------------------------------------------------------
+
+
+def read_world_config(path: Path) -> WorldConfig:
+    """A world_config.json, validated (see `config.validate_config`); errors name the file."""
+    data = read_json(path, "world config")
+    try:
+        return WorldConfig.from_dict(data)
+    except ValueError as e:
+        raise ValueError(f"world config {path}: {e}") from None

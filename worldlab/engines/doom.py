@@ -4,7 +4,7 @@ Every step renders RGB, metric z-depth, a per-pixel instance map, the camera pos
 intrinsics K in worldlab's conventions (`worldlab.camera`), deterministically for a seed:
 the same seed and actions give bit-identical frames, depth and poses, across processes.
 
-Camera (measured, FACTS.md "DOOM camera and depth"). DOOM draws 4:3 frames W x H with a
+Camera (measured with ViZDoom 1.3.2 on freedoom2 MAP01). DOOM draws 4:3 frames W x H with a
 90-degree horizontal field of view and pixels 1.2 times taller than wide. We convert map
 units to metres with 32 units per metre horizontally and 32 / 1.2 = 26.67 vertically
 (`doom_level.UNITS_PER_M_Z`), which makes the pixels square: fx = fy = W / 2. Looking up or
@@ -45,25 +45,36 @@ Prompts fire events through the game (`DOOM_EVENTS`): summon an imp ~56 units ah
 `r_visibility 0`, a ZDoom renderer setting that turns off DOOM's distance-dependent light,
 so a surface has one colour from every viewpoint (warping frames then matches to the pixel).
 
+Process: ViZDoom plays in a `vizdoom` child process that ignores SIGTERM. `close()` ends it
+(idempotent; `with DoomEngine(...) as e:` closes too, and so do garbage collection and
+interpreter exit), and `reaper`'s watchdog kills it when this process dies without closing
+(SIGKILL, a killed notebook kernel, `os._exit`), with the shared memory it leaves in
+/dev/shm.
+
 Shape names: h w height width.
 """
 
 from __future__ import annotations
 
 import math
+import os
+import weakref
 from pathlib import Path
 
 import numpy as np
+import psutil
 import vizdoom as vzd
 from PIL import Image
 
 from ..camera import Action, pose_from_heading
+from . import reaper
 from .base import Event, EventSpec, Observation, match_event
 from .doom_level import UNITS_PER_M_XY, UNITS_PER_M_Z, LevelMesh, map_names, sky_sectors
 
 WAD_DIR = Path(vzd.__file__).resolve().parent
+SHARED_MEMORY = Path("/dev/shm")  # where ViZDoom's shared memory and queues live (Linux)
 FRICTION_SPEED = 3.0  # terminal speed = delta / 3 map units per tic (friction 0.90625)
-DEPTH_BUFFER_UNITS = 7.16  # map units per uint8 depth-buffer step (FACTS)
+DEPTH_BUFFER_UNITS = 7.16  # map units per uint8 depth-buffer step (measured, see above)
 DEPTH_BUFFER_OFFSET = 1.2  # buffer steps to add before scaling (fit on static pixels)
 SETTLE_TICS = 8  # input is ignored until ~7 tics into an episode (measured: 8 and 12 agree)
 
@@ -151,7 +162,11 @@ class DoomEngine:
         self._rows = _nearest_index(size, h, 0)
         self._cols = _nearest_index(size, h, (w - h) // 2)
         self._meshes: dict[str, LevelMesh] = {}
-        self._game = self._make_game(resolution, hud, monsters, skill, flat_light)
+        self._game, processes = self._make_game(resolution, hud, monsters, skill, flat_light)
+        # close at garbage collection and at interpreter exit too: a notebook kernel never
+        # frees its namespace, so ViZDoom's own destructor may never run
+        self._finalizer = weakref.finalize(self, _close_game, self._game, processes,
+                                           os.getpid())
         self._step = 0
 
     def _check_map(self, name: str) -> str:
@@ -161,7 +176,9 @@ class DoomEngine:
         return name
 
     def _make_game(self, resolution, hud: bool, monsters: bool, skill: int,
-                   flat_light: bool) -> vzd.DoomGame:
+                   flat_light: bool) -> tuple[vzd.DoomGame, list[psutil.Process]]:
+        """The initialised game and its `vizdoom` process(es), killed by `reaper` if this
+        process dies without closing them."""
         game = vzd.DoomGame()
         game.set_doom_game_path(str(self.wad_path))
         game.set_doom_map(self.map)
@@ -181,8 +198,7 @@ class DoomEngine:
         game.set_available_game_variables(list(_VARIABLES))
         args = "+movebob 0" + ("" if monsters else " -nomonsters")
         game.add_game_args(args + (" +r_visibility 0" if flat_light else ""))
-        game.init()
-        return game
+        return game, reaper.start_guarded(game.init, "vizdoom", _shared_memory)
 
     # ---- the Engine protocol --------------------------------------------------------
 
@@ -233,7 +249,15 @@ class DoomEngine:
         return self._observe(events)
 
     def close(self) -> None:
-        self._game.close()
+        """End the game process. Idempotent; also runs at garbage collection and at
+        interpreter exit, and `reaper` ends the process if this one is killed."""
+        self._finalizer()
+
+    def __enter__(self) -> "DoomEngine":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
 
     def variable(self, name: str) -> float:
         """A ViZDoom game variable of the current state by name, e.g. "HEALTH", "AMMO2"."""
@@ -311,6 +335,24 @@ class DoomEngine:
             return np.ascontiguousarray(crop)
         resample = Image.Resampling.BOX if self.size < h else Image.Resampling.BILINEAR
         return np.asarray(Image.fromarray(crop).resize((self.size, self.size), resample))
+
+
+def _close_game(game: vzd.DoomGame, processes: list[psutil.Process], owner: int) -> None:
+    if os.getpid() != owner:  # a forked child inherits this finalizer, not the game
+        return
+    game.close()
+    reaper.release(processes)
+
+
+def _shared_memory(proc: psutil.Process) -> list[str]:
+    """The files ViZDoom leaves in /dev/shm when it is killed, named after the
+    `+viz_instance_id` of its command line."""
+    if not SHARED_MEMORY.is_dir():
+        return []
+    args = proc.cmdline()
+    keys = [value for arg, value in zip(args, args[1:]) if arg == "+viz_instance_id"]
+    return [str(SHARED_MEMORY / f"ViZDoom{kind}{key}") for key in keys
+            for kind in ("SM", "MQCtr", "MQDoom")]
 
 
 def _check_position(position) -> tuple[float, float] | None:

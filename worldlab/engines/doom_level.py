@@ -20,7 +20,7 @@ WAD's `SECTORS` lump (ceiling flat `F_SKY*`); the lump lists sectors in the same
 Doors and lifts move: `LevelMesh.update(floor, ceiling)` takes the current heights and
 rebuilds the open3d scene only when one changed.
 
-Units (measured, see FACTS.md "DOOM camera and depth"): 32 map units per metre horizontally;
+Units (measured, see the camera notes of `engines/doom.py`): 32 map units per metre horizontally;
 DOOM draws with pixels 1.2 times taller than wide, so a metric world with square pixels has
 32 / 1.2 = 26.67 map units per metre vertically (the eye, 41 units above the floor, is then
 at 1.54 m).

@@ -30,6 +30,7 @@ from einops import rearrange
 
 from . import conditioning as cond
 from ..config import ModelConfig
+from ..loading import load_module, read_json
 
 CONTROLS = ("pose", "action", "both")
 ROPE_BASE = 10_000.0
@@ -258,7 +259,7 @@ class WorldModel(ModelMixin, ConfigMixin):
                         ) -> "WorldModel":
         """Load a save_pretrained directory (safetensors only), checking its config first
         against what the caller expects; a mismatch raises ValueError naming the field."""
-        found = cls.load_config(str(path))
+        found = read_json(Path(path) / "config.json", "model config")
         expected = dataclasses.asdict(model_cfg) if model_cfg is not None else {}
         expected.update({k: v for k, v in (("latent_channels", latent_channels),
                                            ("latent_size", latent_size)) if v is not None})
@@ -266,7 +267,7 @@ class WorldModel(ModelMixin, ConfigMixin):
             if found.get(key) != want:
                 raise ValueError(f"checkpoint {Path(path)} has {key}={found.get(key)!r}; "
                                  f"expected {key}={want!r}")
-        return cls.from_pretrained(str(path), use_safetensors=True)
+        return load_module(cls, path)
 
     # ---- shared pieces ------------------------------------------------------------------
 

@@ -18,6 +18,8 @@ import os
 import numpy as np
 import torch
 
+from ..loading import read_safetensors
+
 TEXT_DIM = 384  # e: all-MiniLM-L6-v2 sentence embedding width
 MAX_CHARS = 200  # longer prompts are truncated by the tokenizer anyway: refuse them instead
 FIELDS = ("scene", "character", "event")
@@ -31,15 +33,35 @@ def model_path():
 
 
 def check_prompt(text, name: str = "prompt", allow_empty: bool = False) -> str:
-    """A prompt must be a str of at most MAX_CHARS characters, non-blank unless allowed."""
+    """A prompt must be a str of at most MAX_CHARS characters of valid Unicode (the
+    tokenizer takes UTF-8), non-blank unless allowed."""
     if not isinstance(text, str):
         raise ValueError(f"{name} must be a str, got {type(text).__name__} {text!r}")
     if len(text) > MAX_CHARS:
         raise ValueError(f"{name} has {len(text)} characters; expected at most {MAX_CHARS}: "
                          f"{text[:40]!r}...")
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as e:  # a surrogate code point: no character, no UTF-8
+        raise ValueError(f"{name} has {text[e.start]!r} at position {e.start}, a surrogate "
+                         f"code point that is not a character; expected valid Unicode text"
+                         ) from None
     if not allow_empty and not text.strip():
         raise ValueError(f"{name} is empty; expected some text")
     return text
+
+
+def check_caption(caption, name: str = "caption") -> tuple[str, str, str]:
+    """A caption is a (scene, character, event) tuple of prompts, not empty in every
+    field (an empty field is "nothing said")."""
+    if not isinstance(caption, (tuple, list)) or len(caption) != len(FIELDS):
+        raise ValueError(f"{name} must be a (scene, character, event) tuple, got {caption!r}")
+    for field, text in zip(FIELDS, caption):
+        check_prompt(text, f"{name}.{field}", allow_empty=True)
+    if not any(text.strip() for text in caption):
+        raise ValueError(f"{name} is empty in every field; expected some text (use "
+                         f"text=None for no prompt)")
+    return tuple(caption)
 
 
 class TextEncoder:
@@ -86,16 +108,10 @@ class TextEncoder:
         if isinstance(captions, (str, tuple)) or not isinstance(captions, list):
             raise ValueError(f"captions must be a list of (scene, character, event) tuples, "
                              f"got {type(captions).__name__}")
+        for i, caption in enumerate(captions):
+            check_caption(caption, f"captions[{i}]")
         out = torch.zeros(len(captions), len(FIELDS), TEXT_DIM)
         for i, caption in enumerate(captions):
-            if not isinstance(caption, (tuple, list)) or len(caption) != len(FIELDS):
-                raise ValueError(f"captions[{i}] must be a (scene, character, event) tuple, "
-                                 f"got {caption!r}")
-            for name, text in zip(FIELDS, caption):
-                check_prompt(text, f"captions[{i}].{name}", allow_empty=True)
-            if not any(text.strip() for text in caption):
-                raise ValueError(f"captions[{i}] is empty in every field; expected some text "
-                                 f"(use text=None for no prompt)")
             for j, text in enumerate(caption):
                 if text.strip():
                     out[i, j] = self.encode([text])[0]
@@ -117,6 +133,9 @@ class CaptionTable:
 
     def embed(self, captions: list[list[tuple]]) -> torch.Tensor:
         """captions: b lists of n (scene, character, event) -> (b, n, 3, e) float32."""
+        for b, item in enumerate(captions):  # before the encoder loads or anything is added
+            for n, caption in enumerate(item):
+                check_caption(caption, f"captions[{b}][{n}]")
         missing = sorted({tuple(c) for item in captions for c in item} - set(self.table))
         if missing:
             if self.encoder is None:
@@ -137,11 +156,17 @@ class CaptionTable:
 
     @classmethod
     def load(cls, path, encoder: TextEncoder | None = None) -> "CaptionTable":
-        from safetensors.torch import load_file
-
-        table = {tuple(k.split(cls._SEP)): v for k, v in load_file(str(path)).items()}
-        bad = [k for k in table if len(k) != len(FIELDS)]
-        if bad:
-            raise ValueError(f"{path}: caption key {bad[0]!r} does not have the fields "
-                             f"{FIELDS}")
+        """A table written by `save`; an unreadable file or an entry that is not a caption
+        with a (3, e) float32 embedding raises ValueError naming the file."""
+        tensors = read_safetensors(path)
+        table = {tuple(k.split(cls._SEP)): v for k, v in tensors.items()}
+        for key, emb in table.items():
+            try:
+                check_caption(key, "caption key")
+            except ValueError as e:
+                raise ValueError(f"{path}: {e}") from None
+            if emb.shape != (len(FIELDS), TEXT_DIM) or emb.dtype != torch.float32:
+                raise ValueError(f"{path}: caption {key!r} has a {emb.dtype} "
+                                 f"{tuple(emb.shape)} embedding; expected torch.float32 "
+                                 f"{(len(FIELDS), TEXT_DIM)}")
         return cls(encoder, table)

@@ -15,7 +15,6 @@ Shape legend: t steps, h w height/width.
 
 from __future__ import annotations
 
-import json
 import os
 import time
 from pathlib import Path
@@ -28,6 +27,7 @@ from ..engines.policies import WALK
 from ..episodes.recording import DEFAULT_FPS, game_fps
 from ..evaluate.report import print_table
 from ..model.textenc import check_prompt
+from ..loading import read_json
 from ..pretrained import resolve_checkpoint
 from .session import DEMO_PROMPT, LATENCY_POLICIES, WorldSession, check_action, rss_mb
 
@@ -79,12 +79,9 @@ def parse_script(entries, where: str = "script") -> list[tuple[Action, str | Non
 
 
 def load_script(path) -> list[tuple[Action, str | None]]:
-    path = Path(path)
-    try:
-        entries = json.loads(path.read_text())
-    except (OSError, json.JSONDecodeError) as e:
-        raise ValueError(f"cannot read action script {path}: {e}") from None
-    return parse_script(entries, str(path))
+    """An action file -> parsed steps; every error (unreadable, not UTF-8, not JSON, a bad
+    entry) is a ValueError naming the file."""
+    return parse_script(read_json(Path(path), "action script"), str(path))
 
 
 def play_script(session: WorldSession, script, callback=None) -> list:

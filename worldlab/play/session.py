@@ -57,7 +57,6 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from ..atomic import atomic_dir
 from ..camera import ACTION_WIDTH, Action, actions_from_poses, check_c2w, pose_from_heading, \
     step_pose
 from ..engines import make_engine
@@ -66,10 +65,10 @@ from ..metrics import frame_psnr
 from ..model.sampler import sample_chunk
 from ..model.textenc import check_prompt
 from ..pretrained import load_world, resolve_checkpoint
+from . import saved
+from .saved import LATENCY_POLICIES
 from .state import LOG_BYTES, SessionState, action_vector
 
-LATENCY_POLICIES = ("hold", "buffer")
-STATE_FILE, META_FILE = "state.safetensors", "session.json"
 FPS_WINDOW = 32  # steps over which `stats["fps"]` is averaged
 DEMO_PROMPT = "summon a monster"  # a keyword event in both engines
 
@@ -257,12 +256,16 @@ class WorldSession:
     @torch.no_grad()  # without it the cache would keep every chunk's autograd history
     def _generate(self, actions: list[Action], fresh: str | None, t_issued: float) -> None:
         """Make one chunk from f actions (with a fresh prompt or None) and queue its frames.
-        Poses are computed (and may raise) before anything changes; the RNG is restored if
-        sampling fails."""
+
+        All or nothing: if anything fails or is interrupted (Ctrl-C) the RNG and the KV cache
+        are put back, and a twin that already stepped is rebuilt at the previous step by
+        replaying its log (the log grows only once the chunk is made)."""
         world, s, t0 = self.world, self.state, time.perf_counter()
         poses = None if self.engine is not None else self._integrate(actions)
         text = self._text(s.scene, fresh or s.event)  # a new prompt is encoded once, cached
-        rng_state, t_text = s.rng.get_state(), time.perf_counter()
+        before = (s.rng.get_state(), list(s.cache.keys), list(s.cache.values), s.cache.chunks,
+                  s.cache.last_pose)
+        t_text = time.perf_counter()
         try:
             twin = self._step_twin(actions, fresh) if self.engine is not None else None
             t1 = time.perf_counter()
@@ -277,9 +280,15 @@ class WorldSession:
             t2 = time.perf_counter()
             frames = world.decode(x0)  # (f, h, w, 3)
         except BaseException:
-            s.rng.set_state(rng_state)
+            s.rng.set_state(before[0])
+            s.cache.keys[:], s.cache.values[:] = before[1], before[2]
+            s.cache.chunks, s.cache.last_pose = before[3], before[4]
+            if self.engine is not None:
+                self._rewind_twin()
             raise
         t3 = time.perf_counter()
+        if twin is not None:
+            self._log(actions, fresh)
         s.gen_pose = poses[-1].copy()
         for i in range(self.f):
             s.queue.append((frames[i], poses[i], None if twin is None else twin[0][i],
@@ -298,13 +307,26 @@ class WorldSession:
 
     def _step_twin(self, actions: list[Action], prompt: str | None):
         """Step the engine f times; a fresh prompt goes in with the chunk's first frame."""
-        s = self.state
         obs = [self.engine.step(a, prompt if i == 0 else None) for i, a in enumerate(actions)]
+        return np.stack([o.rgb for o in obs]), np.stack([o.c2w for o in obs])
+
+    def _log(self, actions: list[Action], prompt: str | None) -> None:
+        """Append a made chunk's actions (and its fresh prompt) to the twin's replay log."""
+        s = self.state
         if prompt is not None:
             s.log_prompts[len(s.log) // LOG_BYTES] = prompt
         for a in actions:
             s.log += action_vector(a).tobytes()
-        return np.stack([o.rgb for o in obs]), np.stack([o.c2w for o in obs])
+
+    def _rewind_twin(self) -> None:
+        """Rebuild the twin at the last logged step, after a chunk failed half way."""
+        broken, self.engine = self.engine, None
+        broken.close()
+        try:
+            self.engine = self._replay(self.state)
+        except BaseException as e:
+            raise RuntimeError("a chunk failed and its engine twin could not be rebuilt; "
+                               "call reset() or load()") from e
 
     # ---- conditioning -------------------------------------------------------------------
 
@@ -357,37 +379,31 @@ class WorldSession:
         return tensors, meta
 
     def save(self, path) -> Path:
-        """Write the session to a directory (state.safetensors + session.json), atomically."""
-        from safetensors.torch import save_file
-
+        """Write the session to a folder (state.safetensors + session.json), atomically.
+        Only a new (or empty) folder or a previous session save is written to; anything
+        else at `path` is refused with `saved.SaveError` and left as it was."""
         tensors, meta = self.snapshot()
-
-        def write(tmp: Path) -> None:
-            save_file({k: v.contiguous() for k, v in tensors.items()}, str(tmp / STATE_FILE))
-            (tmp / META_FILE).write_text(json.dumps(meta, indent=2))
-
-        return atomic_dir(Path(path), write)
+        return saved.write(path, tensors, meta)
 
     def load(self, path) -> None:
-        """Restore a saved session into this one (same world). Everything is read and
-        checked before anything changes; a session with a twin rebuilds its engine by
-        replaying the saved log (engines cannot be snapshotted)."""
-        from safetensors.torch import load_file
-
+        """Restore a saved session into this one (same world). Every field of the save is
+        read and checked before anything changes (`saved.check_meta`, `check_tensors`); a
+        session with a twin rebuilds its engine by replaying the saved log (engines cannot
+        be snapshotted), also before the current twin is closed."""
         path = Path(path)
-        if not (path / STATE_FILE).is_file() or not (path / META_FILE).is_file():
-            raise ValueError(f"{path} is not a saved session: expected {STATE_FILE} and "
-                             f"{META_FILE}")
-        meta = json.loads((path / META_FILE).read_text())
+        tensors, meta = saved.read(path)
+        where = path / saved.META_FILE
+        saved.check_meta(meta, where)
         mine = {**self._model_config(), "size": self.world.size}
         for key, value in {**meta["model"], "size": meta["size"]}.items():
             if mine.get(key) != value:
-                raise ValueError(f"saved session has model {key}={value!r}; this world has "
-                                 f"{key}={mine.get(key)!r}")
-        tensors = load_file(str(path / STATE_FILE))
+                raise saved.SaveError(f"{where}: the saved session has model {key}={value!r}; "
+                                      f"this world has {key}={mine.get(key)!r}")
+        saved.check_tensors(tensors, meta, self.world.model, self.world.size,
+                            path / saved.STATE_FILE)
         state = SessionState.from_tensors(tensors, meta, self.world.model.new_cache(1),
                                           self.world.device)
-        engine = self._replay(meta, tensors) if meta["twin"] else None
+        engine = self._replay(state) if meta["twin"] else None
         self.close()
         self.engine, self.state = engine, state
         self.policy, self.steps = meta["policy"], meta["steps"]
@@ -398,17 +414,16 @@ class WorldSession:
         cfg = {k: v for k, v in self.world.model.config.items() if not k.startswith("_")}
         return json.loads(json.dumps(cfg))
 
-    def _replay(self, meta: dict, tensors: dict):
-        """A fresh engine brought to the saved step by replaying the log."""
-        engine = make_engine(meta["engine"], size=self.world.size)
+    def _replay(self, state: SessionState):
+        """A fresh engine brought to the state's step by replaying its log."""
+        engine = make_engine(state.engine_name, size=self.world.size)
         try:
-            engine.reset(seed=meta["seed"])
+            engine.reset(seed=state.seed)
             for _ in range(self.f - 1):
                 engine.step(Action())
-            log = tensors["log"].numpy().view(np.float64)
-            prompts = {int(k): v for k, v in meta["log_prompts"].items()}
-            for i, vec in enumerate(log.reshape(-1, ACTION_WIDTH)):
-                engine.step(Action.from_vector(vec), prompts.get(i))
+            log = np.frombuffer(bytes(state.log), np.float64).reshape(-1, ACTION_WIDTH)
+            for i, vec in enumerate(log):
+                engine.step(Action.from_vector(vec), state.log_prompts.get(i))
         except BaseException:
             engine.close()
             raise

@@ -146,6 +146,9 @@ class NotebookGame:
         action opens (f frames, each shown), so every press counts, as a short hold of the
         key; with "buffer" it is one step.
         """
+        if not isinstance(key, str):
+            raise ValueError(f"key must be a str, a key name such as 'w' or 'ArrowLeft' "
+                             f"(see KEYMAP), got {type(key).__name__} {key!r}")
         action = KEYMAP.get(key) or KEYMAP.get(key.lower())  # "W" with shift is "w"
         if action is None:
             return None

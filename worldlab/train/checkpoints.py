@@ -8,30 +8,40 @@
         trainer_state.json      step, optimizer param_groups, the TrainConfig, world size
 
 A checkpoint is written into a hidden temporary directory next to its final place and
-renamed into place (`os.replace`), so a crash mid-save leaves the previous checkpoints as
-they were and never a half-written `step_*`. The learning-rate schedule is a pure function
-of the step (see `loop.lr_at`), and data order and noise are seeded from (seed, step,
-rank), so the step is all the schedule and sampler state there is.
+renamed into place (`os.replace`), so a crash mid-save (even kill -9) leaves the previous
+checkpoints as they were and never a half-written `step_*`; old checkpoints are renamed to
+a hidden name before they are deleted, for the same reason. The learning-rate schedule is a
+pure function of the step (see `loop.lr_at`), and data order and noise are seeded from
+(seed, step, rank), so the step is all the schedule and sampler state there is.
 
-Loading checks the saved model config against the model being resumed and raises
-ValueError naming the first field that differs.
+Loading is all-or-nothing: every file is read and checked (the saved model config against
+the model being resumed, then every tensor's name, shape and dtype, the optimizer state
+against the optimizer's parameters, the RNG state) before anything is copied, so on any
+error the model, EMA, optimizer and RNG are exactly as they were, and the error names the
+file.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import re
 import shutil
+from itertools import chain
 from pathlib import Path
 from typing import Any
 
 import torch
-from diffusers.utils import SAFETENSORS_WEIGHTS_NAME
-from safetensors.torch import load_file, save_file
+from safetensors.torch import save_file
 
 from ..atomic import atomic_dir
+from ..loading import check_tensors, read_json, read_safetensors, read_weights
 
 CHECKPOINT_RE = re.compile(r"^step_(\d{8})$")
+STATE_KEY_RE = re.compile(r"^state\.(\d+)\.(.+)$")  # optimizer tensor: param index, name
+# hidden leftovers of a save (atomic_dir's temporary) or a prune killed midway
+LEFTOVERS = (".tmp-step_*", ".del-step_*")
+
 
 def save_model_dir(model, path: Path) -> Path:
     """`model.save_pretrained` (safetensors + config.json), atomically."""
@@ -55,17 +65,56 @@ def flatten_optimizer(state_dict: dict) -> tuple[dict[str, torch.Tensor], list[d
     return tensors, json.loads(json.dumps(state_dict["param_groups"]))
 
 
-def unflatten_optimizer(tensors: dict[str, torch.Tensor], param_groups: list[dict]) -> dict:
+def _saved_params(groups, optimizer, where: Path) -> dict[int, torch.Tensor]:
+    """Saved parameter index -> the optimizer's parameter, after checking that the saved
+    param_groups have the optimizer's layout (torch pairs them up by position)."""
+    current = optimizer.param_groups
+    if not (isinstance(groups, list) and len(groups) == len(current) and all(
+            isinstance(g, dict) and isinstance(g.get("params"), list) for g in groups)):
+        raise ValueError(f"{where}: param_groups must be a list of {len(current)} object(s) "
+                         f"with a \"params\" list, as the optimizer has")
+    for i, (saved, now) in enumerate(zip(groups, current)):
+        if len(saved["params"]) != len(now["params"]):
+            raise ValueError(f"{where}: param group {i} has {len(saved['params'])} "
+                             f"parameters; the optimizer's has {len(now['params'])}")
+    ids = [i for g in groups for i in g["params"]]
+    if not all(type(i) is int for i in ids) or len(set(ids)) != len(ids):
+        raise ValueError(f"{where}: param_groups must list distinct int parameter indices")
+    return dict(zip(ids, chain.from_iterable(g["params"] for g in current)))
+
+
+def read_optimizer(path: Path, optimizer, groups, groups_file: Path
+                   ) -> tuple[dict, torch.Tensor]:
+    """optimizer.safetensors + the saved param_groups -> (a state_dict the optimizer takes,
+    the torch RNG state), every tensor checked against the optimizer's parameters; the
+    optimizer is not changed. Errors name the file."""
+    tensors = read_safetensors(path)
+    rng, now = tensors.pop("rng.torch", None), torch.get_rng_state()
+    if rng is None or rng.dtype != now.dtype or rng.shape != now.shape:
+        got = "nothing" if rng is None else f"{rng.dtype} {tuple(rng.shape)}"
+        raise ValueError(f"{path}: \"rng.torch\" must be the torch RNG state ({now.dtype} "
+                         f"{tuple(now.shape)}), got {got}")
+    params = _saved_params(groups, optimizer, groups_file)
     state: dict[int, dict[str, torch.Tensor]] = {}
-    for key, value in tensors.items():
-        if key.startswith("state."):
-            _, idx, name = key.split(".", 2)
-            state.setdefault(int(idx), {})[name] = value
-    return {"state": state, "param_groups": param_groups}
+    for key, value in sorted(tensors.items()):
+        match = STATE_KEY_RE.match(key)
+        if match is None or int(match[1]) not in params:
+            raise ValueError(f"{path}: unexpected tensor {key!r}; expected \"rng.torch\" and "
+                             f"\"state.<i>.<name>\" for a parameter i of {groups_file.name}")
+        p = params[int(match[1])]
+        if value.ndim and (value.shape != p.shape or value.dtype != p.dtype):
+            raise ValueError(f"{path}: {key!r} is {value.dtype} {tuple(value.shape)}; its "
+                             f"parameter is {p.dtype} {tuple(p.shape)}")
+        state.setdefault(int(match[1]), {})[match[2]] = value
+    names = sorted({tuple(sorted(entry)) for entry in state.values()})
+    if len(names) > 1:  # one optimizer keeps the same tensors for every parameter it steps
+        raise ValueError(f"{path}: parameters have different optimizer state {names}; "
+                         f"some tensors are missing")
+    return {"state": state, "param_groups": groups}, rng
 
 
 # ----------------------------------------------------------------------------------------
-# Save / find / load
+# Save / find
 # ----------------------------------------------------------------------------------------
 
 
@@ -100,51 +149,93 @@ def save_checkpoint(out_dir: Path, step: int, model, optimizer, ema=None,
         save_file(tensors, str(tmp / "optimizer.safetensors"))
         (tmp / "trainer_state.json").write_text(json.dumps(meta, indent=2))
 
+    root = Path(out_dir) / "checkpoints"
+    for pattern in LEFTOVERS:  # only one process saves: no other save is under way
+        for stale in root.glob(pattern):
+            shutil.rmtree(stale)
     path = atomic_dir(checkpoint_dir(out_dir, step), write)
     if keep > 0:
         for old in list_checkpoints(out_dir)[:-keep]:
-            shutil.rmtree(old)
+            trash = old.with_name(f".del-{old.name}")
+            os.replace(old, trash)  # hidden first: a kill mid-delete leaves no half step_*
+            shutil.rmtree(trash)
     return path
+
+
+# ----------------------------------------------------------------------------------------
+# Load: read and check everything, then copy
+# ----------------------------------------------------------------------------------------
 
 
 def check_config(saved: dict, model, where: str, ignore: tuple[str, ...] = ()) -> None:
     """Raise ValueError naming the first config field where `saved` and `model` differ
     (fields in `ignore` may differ)."""
-    current = json.loads(json.dumps(dict(model.config)))  # tuples -> lists, like the file
+    # diffusers bookkeeping (class name, library version, the path it was loaded from: a
+    # Path, which JSON cannot hold) is not part of the architecture
+    current = {k: v for k, v in model.config.items() if not k.startswith("_")}
+    current = json.loads(json.dumps(current))  # tuples -> lists, like the file
     for key in sorted(set(saved) | set(current)):
         if key.startswith("_") or key in ignore:
-            continue  # diffusers bookkeeping: class name, library version
+            continue
         if saved.get(key) != current.get(key):
             raise ValueError(f"checkpoint {where} has {key}={saved.get(key)!r} but the model "
                              f"has {key}={current.get(key)!r}; build the model with the "
                              f"checkpoint's config")
 
 
+def read_model_dir(model, model_dir: Path, ignore: tuple[str, ...] = ()
+                   ) -> dict[str, torch.Tensor]:
+    """The tensors of a save_pretrained directory, checked against `model` (its config,
+    then every tensor's name, shape and dtype) without changing it."""
+    model_dir = Path(model_dir)
+    config_file = model_dir / "config.json"
+    if not config_file.is_file():
+        raise ValueError(f"{model_dir} is not a save_pretrained directory (no config.json)")
+    saved = read_json(config_file, "model config")
+    if not isinstance(saved, dict):
+        raise ValueError(f"model config {config_file} must be a JSON object, got "
+                         f"{type(saved).__name__}")
+    check_config(saved, model, str(config_file), ignore)
+    tensors, where = read_weights(model_dir)
+    check_tensors(model.state_dict(), tensors, where)
+    return tensors
+
+
 def load_weights(model, model_dir: Path, ignore: tuple[str, ...] = ()) -> None:
     """Load a save_pretrained directory into an existing model after checking its config
-    (fields in `ignore` may differ, e.g. a context window that no weight depends on)."""
-    model_dir = Path(model_dir)
-    if not (model_dir / "config.json").is_file():
-        raise ValueError(f"{model_dir} is not a save_pretrained directory (no config.json)")
-    saved = json.loads((model_dir / "config.json").read_text())
-    check_config(saved, model, str(model_dir), ignore)
-    weights = load_file(str(model_dir / SAFETENSORS_WEIGHTS_NAME), device=str(model.device))
-    model.load_state_dict(weights, strict=True)
+    (fields in `ignore` may differ, e.g. a context window that no weight depends on) and
+    every tensor; on any error the model is unchanged."""
+    model.load_state_dict(read_model_dir(model, model_dir, ignore), strict=True)
+
+
+def read_trainer_state(path: Path) -> dict[str, Any]:
+    meta = read_json(path, "trainer state")
+    if not (isinstance(meta, dict) and type(meta.get("step")) is int and meta["step"] >= 0
+            and isinstance(meta.get("param_groups"), list)):
+        raise ValueError(f"trainer state {path} must be an object with an int \"step\" >= 0 "
+                         f"and a \"param_groups\" list")
+    return meta
 
 
 def load_checkpoint(path: Path, model, optimizer, ema=None) -> dict[str, Any]:
-    """Restore model, EMA, optimizer and the torch RNG from `path`; return trainer_state."""
+    """Restore model, EMA, optimizer and the torch RNG from `path`; return trainer_state.
+    All or nothing: on any error none of them has changed."""
     path = Path(path)
-    if not (path / "trainer_state.json").exists():
+    state_file = path / "trainer_state.json"
+    if not state_file.exists():
         raise ValueError(f"{path} is not a checkpoint (no trainer_state.json)")
-    meta = json.loads((path / "trainer_state.json").read_text())
-    load_weights(model, path / "model")
+    meta = read_trainer_state(state_file)
+    weights = read_model_dir(model, path / "model")
+    if ema is not None and not (path / "ema").is_dir():
+        raise ValueError(f"checkpoint {path} has no EMA weights but EMA is on "
+                         f"(ema_decay > 0)")
+    ema_weights = read_model_dir(ema, path / "ema") if ema is not None else None
+    opt_state, rng = read_optimizer(path / "optimizer.safetensors", optimizer,
+                                    meta["param_groups"], state_file)
+    # everything is read and checked: nothing below can fail half-way
+    model.load_state_dict(weights, strict=True)
     if ema is not None:
-        if not (path / "ema").is_dir():
-            raise ValueError(f"checkpoint {path} has no EMA weights but EMA is on "
-                             f"(ema_decay > 0)")
-        load_weights(ema, path / "ema")
-    tensors = load_file(str(path / "optimizer.safetensors"))
-    optimizer.load_state_dict(unflatten_optimizer(tensors, meta["param_groups"]))
-    torch.set_rng_state(tensors["rng.torch"])
+        ema.load_state_dict(ema_weights, strict=True)
+    optimizer.load_state_dict(opt_state)
+    torch.set_rng_state(rng)
     return meta

@@ -23,6 +23,7 @@ import torch
 from ..atomic import atomic_write_json, atomic_write_text
 from ..config import AutoencoderConfig, TrainConfig, WorldConfig
 from ..episodes import EpisodeClips, EpisodeStore, LatentCache, collate_clips, load_frames
+from ..loading import load_module
 from ..model.autoencoder import (VideoAutoencoder, encode_store, evaluate_autoencoder,
                                  fit_latent_scale, frames_to_tensor)
 from ..model.dit import WorldModel
@@ -161,7 +162,7 @@ def fill_latents(store: EpisodeStore, latents: LatentCache, autoencoder, device)
         raise ValueError(f"the latent cache {latents.root} is incomplete; pass the "
                          f"autoencoder (a directory or a VideoAutoencoder) to fill it")
     ae = autoencoder if isinstance(autoencoder, VideoAutoencoder) else \
-        VideoAutoencoder.from_pretrained(autoencoder)
+        load_module(VideoAutoencoder, autoencoder)
     return encode_store(ae.to(device).eval(), store, latents)
 
 

@@ -1,0 +1,245 @@
+"""The session save format: a folder with `session.json` (metadata, marked with FORMAT and
+VERSION) and `state.safetensors` (tensors). Nothing is unpickled.
+
+Writing never destroys what is not a session save: a save creates a new folder (or fills an
+empty one) or replaces a previous save, recognised by its marker; anything else at the path
+(a file, a folder with other contents, the working directory) is refused before anything is
+written. Reading checks every field against the world it is loaded into before the session
+changes (`check`), and every error names the file and the field.
+
+Shape legend: h w height/width, f frames per chunk, a action width, m buffered actions,
+L cached tokens, hd head width.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from ..atomic import atomic_dir
+from ..camera import ACTION_WIDTH
+from ..engines import ENGINES
+from ..model.textenc import check_prompt
+from .state import LOG_BYTES
+
+FORMAT, VERSION = "worldlab.session", 1
+STATE_FILE, META_FILE = "state.safetensors", "session.json"
+LATENCY_POLICIES = ("hold", "buffer")
+RNG_BYTES = int(torch.Generator().get_state().numel())  # a CPU generator's state
+
+
+class SaveError(ValueError):
+    """A session save that cannot be written there, or read back; names the file."""
+
+
+# ----------------------------------------------------------------------------------------
+# Where a save may go
+# ----------------------------------------------------------------------------------------
+
+
+def is_session_save(path: Path) -> bool:
+    """A folder holding only a session save (its files), marked as one in session.json (or
+    an unmarked save of an earlier worldlab, which may be replaced but not loaded)."""
+    path = Path(path)
+    if not path.is_dir() or not (path / META_FILE).is_file():
+        return False
+    if {p.name for p in path.iterdir()} - {STATE_FILE, META_FILE}:
+        return False
+    try:
+        meta = json.loads((path / META_FILE).read_text())
+    except (OSError, UnicodeDecodeError, ValueError):
+        return False
+    # saves written before the format had a marker hold the same two files and these keys
+    legacy = isinstance(meta, dict) and "format" not in meta and \
+        {"model", "step", "policy"} <= set(meta)
+    return isinstance(meta, dict) and (meta.get("format") == FORMAT or legacy)
+
+
+def check_target(path) -> Path:
+    """The folder a save may be written to: new, empty, or a previous session save."""
+    path = Path(path)
+    if path.resolve() == Path.cwd().resolve() or path.resolve() == path.resolve().parent:
+        raise SaveError(f"cannot save a session to {str(path)!r}: it is the working "
+                        f"directory or the root; give a new folder, e.g. runs/session")
+    if path.exists() and not path.is_dir():
+        raise SaveError(f"cannot save a session to {path}: a file is there; give a new "
+                        f"folder or a previous session save")
+    if path.is_dir() and any(path.iterdir()) and not is_session_save(path):
+        raise SaveError(f"cannot save a session to {path}: the folder holds other files "
+                        f"(it is not a previous session save, marked {FORMAT!r} in "
+                        f"{META_FILE}); nothing was written")
+    return path
+
+
+def write(path, tensors: dict[str, torch.Tensor], meta: dict) -> Path:
+    """Write a save atomically after `check_target`; returns the folder."""
+    from safetensors.torch import save_file
+
+    path = check_target(path)
+    meta = {"format": FORMAT, "version": VERSION, **meta}
+
+    def fill(tmp: Path) -> None:
+        save_file({k: v.contiguous() for k, v in tensors.items()}, str(tmp / STATE_FILE))
+        (tmp / META_FILE).write_text(json.dumps(meta, indent=2))
+
+    return atomic_dir(path, fill)
+
+
+def read(path) -> tuple[dict[str, torch.Tensor], dict]:
+    """(tensors, metadata) of a save; a missing, damaged or foreign file raises SaveError."""
+    from safetensors.torch import load_file
+
+    path = Path(path)
+    if not (path / STATE_FILE).is_file() or not (path / META_FILE).is_file():
+        raise SaveError(f"{path} is not a saved session: expected {STATE_FILE} and "
+                        f"{META_FILE}")
+    try:
+        meta = json.loads((path / META_FILE).read_text())
+    except (OSError, UnicodeDecodeError, ValueError) as e:
+        raise SaveError(f"cannot read {path / META_FILE}: {e}") from None
+    if is_session_save(path) and meta.get("format") is None:
+        raise SaveError(f"{path / META_FILE} was written by an earlier worldlab, before saves "
+                        f"had a format version; it cannot be loaded (save the session again)")
+    if not isinstance(meta, dict) or meta.get("format") != FORMAT:
+        raise SaveError(f"{path / META_FILE} is not a session save: expected an object with "
+                        f"format {FORMAT!r}")
+    if meta.get("version") != VERSION:
+        raise SaveError(f"{path / META_FILE} has version {meta.get('version')!r}; this "
+                        f"worldlab reads version {VERSION}")
+    try:
+        tensors = load_file(str(path / STATE_FILE))
+    except Exception as e:  # safetensors raises its own error types on damage
+        raise SaveError(f"cannot read {path / STATE_FILE}: {e}") from None
+    return tensors, meta
+
+
+# ----------------------------------------------------------------------------------------
+# Checking a save against the world it is loaded into
+# ----------------------------------------------------------------------------------------
+
+
+def _field(meta: dict, key: str, ok, expected: str, where: Path):
+    value = meta.get(key, _MISSING)
+    if value is _MISSING or not ok(value):
+        shown = "missing" if value is _MISSING else repr(value)
+        raise SaveError(f"{where}: field {key!r} is {shown}; expected {expected}")
+    return value
+
+
+_MISSING = object()
+
+
+def _int(lo: int = 0):
+    return lambda v: isinstance(v, int) and not isinstance(v, bool) and v >= lo
+
+
+def _tensor(tensors: dict, key: str, dtype, shape: tuple, where: Path, finite: bool = True):
+    """The tensor `key` with this dtype and shape (None in `shape`: any size)."""
+    t = tensors.get(key)
+    if t is None:
+        raise SaveError(f"{where}: tensor {key!r} is missing")
+    if t.dtype != dtype or t.dim() != len(shape) or any(
+            s is not None and s != n for s, n in zip(shape, t.shape)):
+        raise SaveError(f"{where}: tensor {key!r} is {t.dtype} {tuple(t.shape)}; expected "
+                        f"{dtype} {tuple('*' if s is None else s for s in shape)}")
+    if finite and t.is_floating_point() and not torch.isfinite(t).all():
+        raise SaveError(f"{where}: tensor {key!r} has non-finite values")
+    return t
+
+
+def _check_pose(tensors: dict, key: str, where: Path) -> None:
+    pose = _tensor(tensors, key, torch.float64, (4, 4), where).numpy()
+    rot = pose[:3, :3]
+    if not (np.allclose(rot @ rot.T, np.eye(3), atol=1e-5) and np.allclose(
+            pose[3], [0, 0, 0, 1]) and math.isclose(np.linalg.det(rot), 1.0, abs_tol=1e-5)):
+        raise SaveError(f"{where}: tensor {key!r} is not a camera-to-world pose (rotation "
+                        f"and last row [0, 0, 0, 1] expected)")
+
+
+def check_meta(meta: dict, where: Path) -> None:
+    """Every metadata field's type and allowed values."""
+    prompt = lambda v: v is None or (isinstance(v, str) and _valid_prompt(v))  # noqa: E731
+    _field(meta, "policy", lambda v: isinstance(v, str) and v in LATENCY_POLICIES,
+           f"one of {LATENCY_POLICIES}", where)
+    _field(meta, "steps", _int(1), "a positive int (sampling steps)", where)
+    for key in ("step", "chunks", "queue", "seed"):
+        _field(meta, key, _int(0), "a non-negative int", where)
+    _field(meta, "event", lambda v: isinstance(v, str) and (not v or _valid_prompt(v)),
+           "a prompt str ('' for none)", where)
+    _field(meta, "pending", prompt, "a prompt str or null", where)
+    _field(meta, "scene", lambda v: isinstance(v, str), "a str", where)
+    _field(meta, "engine", lambda v: v is None or (isinstance(v, str) and v in ENGINES),
+           f"null or one of {sorted(ENGINES)}", where)
+    _field(meta, "twin", lambda v: isinstance(v, bool), "true or false", where)
+    _field(meta, "on_screen", lambda v: isinstance(v, str) and v in ("context", "generated"),
+           "'context' or 'generated'", where)
+    _field(meta, "size", _int(1), "a positive int (frame side)", where)
+    _field(meta, "model", lambda v: isinstance(v, dict), "an object (model config)", where)
+    _field(meta, "log_prompts", lambda v: isinstance(v, dict) and all(
+        isinstance(k, str) and k.isdigit() and isinstance(p, str) and _valid_prompt(p)
+        for k, p in v.items()), "an object of step index -> prompt", where)
+    if meta["twin"] and meta["engine"] is None:
+        raise SaveError(f"{where}: a session with a twin needs its engine name")
+
+
+def _valid_prompt(text: str) -> bool:
+    try:
+        check_prompt(text)
+    except ValueError:
+        return False
+    return True
+
+
+def check_tensors(tensors: dict, meta: dict, model, size: int, where: Path) -> None:
+    """Every tensor's dtype and shape against the metadata and the world's model."""
+    _tensor(tensors, "rng", torch.uint8, (RNG_BYTES,), where)
+    for key in ("pose", "gen_pose"):
+        _check_pose(tensors, key, where)
+    _tensor(tensors, "last_frame", torch.uint8, (size, size, 3), where)
+    if meta["twin"]:
+        _tensor(tensors, "last_twin", torch.uint8, (size, size, 3), where)
+    f = model.config.chunk_frames
+    _tensor(tensors, "buffered", torch.float64, (None, ACTION_WIDTH), where)
+    if len(tensors["buffered"]) >= f or (meta["policy"] == "hold" and len(tensors["buffered"])):
+        raise SaveError(f"{where}: {len(tensors['buffered'])} buffered actions; expected "
+                        f"fewer than a chunk ({f}), none under 'hold'")
+    log = _tensor(tensors, "log", torch.uint8, (None,), where)
+    if len(log) % LOG_BYTES or (len(log) and not meta["twin"]):
+        raise SaveError(f"{where}: the replay log has {len(log)} bytes; expected a multiple "
+                        f"of {LOG_BYTES}, and none without a twin")
+    if any(int(k) >= len(log) // LOG_BYTES for k in meta["log_prompts"]):
+        raise SaveError(f"{where}: field 'log_prompts' of {META_FILE} points past the "
+                        f"replay log ({len(log) // LOG_BYTES} steps)")
+    if meta["queue"] >= f:  # a chunk queues f frames and shows one at once
+        raise SaveError(f"{where}: {meta['queue']} queued frames; expected fewer than {f}")
+    for i in range(meta["queue"]):
+        _tensor(tensors, f"queue.{i}.frame", torch.uint8, (size, size, 3), where)
+        _check_pose(tensors, f"queue.{i}.c2w", where)
+        if meta["twin"]:
+            _tensor(tensors, f"queue.{i}.twin", torch.uint8, (size, size, 3), where)
+    _check_cache(tensors, meta, model, where)
+
+
+def _check_cache(tensors: dict, meta: dict, model, where: Path) -> None:
+    """Per-layer keys and values (1, heads, L, hd), L = the chunks the window keeps."""
+    cfg = model.config
+    kept = min(meta["chunks"], cfg.window_chunks) * cfg.chunk_frames * model.grid ** 2
+    shape = (1, cfg.heads, kept, cfg.width // cfg.heads)
+    for i in range(cfg.depth):
+        for kind in ("k", "v"):
+            key = f"cache.{kind}.{i}"
+            if meta["chunks"] == 0:
+                if key in tensors:
+                    raise SaveError(f"{where}: tensor {key!r} in a cache of 0 chunks")
+                continue
+            _tensor(tensors, key, torch.float32, shape, where)
+    extra = [k for k in tensors if k.startswith("cache.") and k[6:8] in ("k.", "v.")
+             and int(k.rsplit(".", 1)[1]) >= cfg.depth]
+    if extra:
+        raise SaveError(f"{where}: tensor {extra[0]!r} but the model has {cfg.depth} layers")
+    if "cache.last_pose" in tensors:
+        _tensor(tensors, "cache.last_pose", torch.float64, (1, 4, 4), where)
