@@ -30,9 +30,13 @@ KERNEL = "worldlab"
 # frees it and ViZDoom's own destructor never runs (as in a notebook kernel, whose
 # namespace is never freed either); only an exit hook or a watchdog ends the game then.
 OWNER = """
-import sys, threading, time
+import signal, sys, threading, time
 import psutil
 from worldlab.engines.doom import DoomEngine
+
+# Ctrl-C as in a terminal: a shell that starts jobs in the background without job control
+# makes them ignore SIGINT, and Python then installs no KeyboardInterrupt handler
+signal.signal(signal.SIGINT, signal.default_int_handler)
 
 engine = DoomEngine(size=32)
 threading.Thread(target=lambda held=engine: time.sleep(600), daemon=True).start()

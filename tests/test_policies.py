@@ -1,4 +1,6 @@
-"""Scripted players: wall avoidance, exact revisits, event prompts, the registry."""
+"""Scripted players: reading the depth, wall avoidance, exact revisits, event prompts, the
+registry (in the open field and one engine; revisits from random starts in both engines:
+tests/test_coverage_recording.py)."""
 
 import numpy as np
 import pytest
@@ -6,9 +8,10 @@ import pytest
 from worldlab import camera
 from worldlab.engines import make_engine
 from worldlab.engines.base import EventSpec, Observation, match_event
-from worldlab.engines.policies import (MIX_SCHEDULE, POLICIES, AsymmetricReturn, LeaveAndReturn,
-                                       RandomWalk, TurnAround, clearance, make_policy,
-                                       with_events)
+from worldlab.engines.policies import (MIX_SCHEDULE, POLICIES, AsymmetricReturn, Explore,
+                                       LeaveAndReturn, RandomWalk, TurnAround, clearance,
+                                       make_policy, open_directions, steer, with_events)
+from worldlab.episodes.recording import revisit_pairs
 
 SIZE = 12
 K = camera.intrinsics_from_fov(SIZE, SIZE, 90.0)
@@ -65,12 +68,39 @@ def test_random_walk_turns_away_from_a_wall_towards_open_space():
     assert walk.act(obs_at(np.eye(4), depth))[0].yaw == 30.0
 
 
-def test_turn_around_closes_the_circle():
+def test_open_directions_leave_room_for_the_body():
+    depth = np.full((SIZE, SIZE), np.inf, np.float32)
+    depth[:, SIZE // 2] = 2.0  # one post 2 m ahead, a little right of the axis
+    yaw, free = open_directions(depth, K, radius_m=0.25)
+    assert yaw[0] > 40 and yaw[-1] < -40 and np.all(np.diff(yaw) < 0)  # left is positive
+    # the columns whose line passes within 0.25 m of the post are blocked at ~2 m
+    blocked = np.isfinite(free)
+    assert blocked[SIZE // 2] and free[SIZE // 2] == pytest.approx(2.0, abs=0.05)
+    assert not blocked[0] and not blocked[-1] and blocked.sum() <= 3
+    wider = np.isfinite(open_directions(depth, K, radius_m=1.0)[1]).sum()
+    assert wider > blocked.sum()  # a wider body is blocked by the post in more directions
+
+
+def test_steer_reaches_a_pose_in_one_step_or_goes_part_way():
+    start = camera.pose_from_heading(np.zeros(3), 30.0)
+    goal = camera.pose_from_heading(np.array([0.2, -0.1, 0.0]), 75.0)
+    assert np.allclose(camera.step_pose(start, steer(start, goal, 0.5, 90.0)), goal)
+    part = camera.step_pose(start, steer(start, goal, 0.1, 20.0))
+    p, yaw, _ = camera.heading_from_pose(part)
+    assert yaw == pytest.approx(50.0) and np.linalg.norm(p) == pytest.approx(0.1)
+    assert np.dot(p[:2], [0.2, -0.1]) > 0  # towards the goal
+
+
+def test_turn_around_closes_the_circle_either_way():
     poses, _ = play_open_field(TurnAround(), 12)
     assert np.allclose(poses[-1], poses[0], atol=1e-9)
-    assert np.allclose([a.yaw for a in camera.actions_from_poses(poses)], 30.0)
+    yaws = [a.yaw for a in camera.actions_from_poses(poses)]
+    assert np.allclose(np.abs(yaws), 30.0) and len(set(np.sign(yaws))) == 1
     short, _ = play_open_field(TurnAround(), 2)  # 90 degrees per step at most
-    assert np.allclose([a.yaw for a in camera.actions_from_poses(short)], 90.0)
+    assert np.allclose(np.abs([a.yaw for a in camera.actions_from_poses(short)]), 90.0)
+    ways = {np.sign(camera.actions_from_poses(play_open_field(TurnAround(), 4, s)[0])[0].yaw)
+            for s in range(6)}
+    assert ways == {-1.0, 1.0}  # the seed picks the direction
 
 
 @pytest.mark.parametrize("steps", [20, 21])
@@ -83,12 +113,47 @@ def test_leave_and_return_retraces_the_outbound_path(steps):
     assert np.allclose(poses[-1], poses[0], atol=1e-6)
 
 
-def test_asymmetric_return_comes_back_facing_another_way():
-    poses, _ = play_open_field(AsymmetricReturn(), 40)
-    assert np.allclose(poses[-1, :3, 3], poses[0, :3, 3], atol=1e-6)
-    _, yaw0, _ = camera.heading_from_pose(poses[0])
-    _, yaw1, _ = camera.heading_from_pose(poses[-1])
-    assert camera.wrap_degrees(yaw1 - yaw0) == pytest.approx(-90.0)
+def _arrival_pairs(poses):
+    """Revisit pairs (i, j) whose frame j was approached from another direction than the
+    heading of frame i: the last 3 steps into j moved more than 45 degrees off it."""
+    out = []
+    for i, j in revisit_pairs(poses):
+        _, yaw_i, _ = camera.heading_from_pose(poses[i])
+        d = poses[j][:2, 3] - poses[max(0, j - 3)][:2, 3]
+        moved = np.degrees(np.arctan2(d[1], d[0]))
+        if np.linalg.norm(d) > 0.1 and abs(camera.wrap_degrees(moved - yaw_i)) > 45:
+            out.append((i, j))
+    return out
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2, 3])
+def test_asymmetric_return_comes_back_to_a_view_seen_before_by_another_route(seed):
+    poses, _ = play_open_field(AsymmetricReturn(), 47, seed)
+    pairs = revisit_pairs(poses)
+    # it comes back to an outbound pose (within 0.5 m and 30 degrees, 8+ frames later) ...
+    assert len({j for _, j in pairs}) >= 8
+    # ... arriving from another direction than the one it faced there
+    assert _arrival_pairs(poses)
+
+
+def test_asymmetric_return_paths_follow_the_seed():
+    paths = [play_open_field(AsymmetricReturn(), 47, s)[0] for s in (0, 1, 2, 0)]
+    assert np.array_equal(paths[0], paths[3])
+    assert not np.allclose(paths[0], paths[1]) and not np.allclose(paths[1], paths[2])
+
+
+def test_explore_is_seeded_and_steps_like_the_random_walk():
+    a, _ = play_open_field(Explore(), 60, seed=3)
+    assert np.array_equal(a, play_open_field(Explore(), 60, seed=3)[0])
+    assert not np.allclose(a, play_open_field(Explore(), 60, seed=4)[0])
+    acts = camera.actions_from_poses(a)  # nothing in the way: it walks every step
+    assert all(abs(x.forward - 0.25) < 1e-9 and abs(x.yaw) <= 10.0 + 1e-9 for x in acts)
+    walk = Explore(min_clear_m=1.0)  # and turns away from a wall as random_walk does
+    walk.reset(0, 10)
+    depth = np.full((SIZE, SIZE), 3.0, np.float32)
+    depth[:, SIZE // 2] = 0.6
+    depth[:, SIZE - SIZE // 3:] = 0.7
+    assert walk.act(obs_at(np.eye(4), depth))[0] == camera.Action(yaw=30.0)
 
 
 def test_with_events_prompts_fire_their_event_and_leave_the_walk_alone():
@@ -111,14 +176,20 @@ def test_with_events_prompts_fire_their_event_and_leave_the_walk_alone():
 def test_registry_and_mix():
     assert set(POLICIES) == set(MIX_SCHEDULE)
     names = [type(make_policy("mix", seed=s)).name for s in range(20)]
-    assert set(names[:4]) == set(POLICIES) and names[10:] == names[:10]
-    assert [names.count(p) for p in POLICIES] == [8, 2, 6, 4]  # walk, turn, symmetric, asym.
+    assert set(names[:5]) == set(POLICIES) and names[10:] == names[:10]
+    # walk, turn, symmetric, asymmetric, explore: explore joined the mix, taking two of
+    # random_walk's slots and one of leave_and_return's
+    assert [names.count(p) for p in POLICIES] == [4, 2, 4, 4, 6]
     with pytest.raises(ValueError, match="unknown policy 'dance'"):
         make_policy("dance")
     with pytest.raises(ValueError, match="momentum"):
         RandomWalk(momentum=1.0)
     with pytest.raises(ValueError, match="Action.forward"):
         RandomWalk(step_m=5.0)
+    with pytest.raises(ValueError, match="momentum"):
+        Explore(momentum=-0.5)
+    with pytest.raises(ValueError, match="Action.yaw"):
+        AsymmetricReturn(turn_deg=120.0)
 
 
 def test_random_walk_in_the_procedural_engine_keeps_off_the_walls():

@@ -6,7 +6,8 @@ import pytest
 from worldlab import camera
 from worldlab.cli import build_parser, main
 from worldlab.episodes import EpisodeStore
-from worldlab.episodes.recording import dataset_stats, record_episode, revisit_pairs
+from worldlab.episodes.recording import (dataset_stats, map_of, record_episode, record_with,
+                                         revisit_pairs)
 
 
 def _same(a, b):
@@ -23,6 +24,9 @@ def test_record_episode_procedural_schema_and_determinism():
     assert ep.rgb.shape == (8, 32, 32, 3) and ep.depth.shape == (8, 32, 32)
     assert not ep.actions[0].any() and set(ep.actions[1:, 0].tolist()) <= {0.0, 0.25}
     assert ep.meta["engine"] == "procedural" and ep.meta["seed"] == 3
+    assert ep.meta["start"] == "player" and ep.meta["map"] is None
+    x, y, yaw = ep.meta["start_pose"]  # frame 0's pose
+    assert np.allclose(camera.pose_from_heading([x, y, ep.c2w[0, 2, 3]], yaw), ep.c2w[0])
     assert ep.meta["policy"] == "random_walk+events" and ep.meta["units"] == "metres"
     # every prompt change starts a segment, and the events carry frame indices
     assert ep.prompts[0].start == 0 and len(ep.prompts) >= 2
@@ -37,7 +41,7 @@ def test_record_episode_doom_has_per_frame_intrinsics():
     assert ep.rgb.shape == (6, 32, 32, 3) and ep.K.shape == (6, 3, 3)
     assert ep.meta["map"] == "MAP01" and ep.meta["fps"] == pytest.approx(35 / 4)
     yaw = np.array([camera.heading_from_pose(c)[1] for c in ep.c2w])
-    assert np.allclose(ep.actions[1:, 2], 72.0)  # 360 degrees over 5 steps
+    assert np.allclose(np.abs(ep.actions[1:, 2]), 72.0)  # 360 degrees over 5 steps
     assert (np.abs(camera.wrap_degrees(np.diff(yaw))) > 20).all()  # every step turned
 
 
@@ -75,7 +79,19 @@ def test_data_record_takes_its_defaults_from_the_preset(tmp_path):
     assert record_settings(args) == {
         "engine": "procedural", "episodes": 1, "frames": tiny.frames, "size": tiny.size,
         "workers": tiny.workers, "policy": tiny.policy, "event_rate": tiny.event_rate,
-        "map": tiny.map}
+        "maps": (tiny.map,), "start": tiny.start, "monsters": tiny.monsters}
+    assert (tiny.map, tiny.start, tiny.monsters) == ("MAP01", "player", "on")
+    flags = cli.parse_args(["data", "record", "--preset", "base", "--start", "player",
+                            "--maps", "MAP01,MAP04", "--monsters", "off", "--out", "x"])
+    assert {k: record_settings(flags)[k] for k in ("maps", "start", "monsters")} == {
+        "maps": ("MAP01", "MAP04"), "start": "player", "monsters": "off"}
+    base = record_settings(cli.parse_args(["data", "record", "--preset", "base",
+                                           "--map", "MAP02", "--out", "x"]))
+    assert (base["maps"], base["start"], base["monsters"]) == (("MAP02",), "random",
+                                                               "invulnerable")
+    for bad in (["--start", "anywhere"], ["--monsters", "angry"]):
+        with pytest.raises(SystemExit):
+            cli.parse_args(["data", "record", *bad, "--out", "x"])
     assert main(["data", "record", "--preset", "tiny", "--engine", "procedural",
                  "--episodes", "1", "--out", str(tmp_path / "s")]) == 0
     (entry,) = EpisodeStore(tmp_path / "s").index.values()
@@ -101,3 +117,37 @@ def test_dataset_stats(tmp_path):
     assert stats["policies"] == {"leave_and_return": 1, "turn_around": 1}
     assert stats["revisited_frames"]["e0"] >= 1  # the return half sees the outbound poses
     assert stats["fields"] == camera.ACTION_FIELDS
+
+
+class _NoStarts:
+    """An engine with only the protocol: no start_options."""
+
+    name, events = "bare", ()
+
+    def reset(self, seed=0, **options):
+        raise AssertionError("never reached: the start is checked first")
+
+
+def test_bad_starts_policies_and_engines_name_the_value():
+    with pytest.raises(ValueError, match="unknown start 'anywhere'.*'player', 'random'"):
+        record_episode("procedural", 0, 4, 16, "random_walk", start="anywhere")
+    with pytest.raises(ValueError, match="unknown policy 'dance'"):
+        record_episode("procedural", 0, 4, 16, "dance")
+    with pytest.raises(ValueError, match="start 'random' needs.*'bare' has none"):
+        record_with(_NoStarts(), 0, 4, "random_walk", start="random")
+    with pytest.raises(ValueError, match="map 'MAP01' given, but the 'procedural' engine"):
+        record_episode("procedural", 0, 4, 16, "random_walk", map="MAP01")
+    with pytest.raises(ValueError, match="maps must be map names.*'MAP01,,MAP02'"):
+        main(["data", "record", "--engine", "doom", "--maps", "MAP01,,MAP02", "--out", "x"])
+
+
+def test_map_of_spreads_seeds_and_policies_over_the_maps():
+    from collections import Counter
+
+    from worldlab.engines.policies import MIX_SCHEDULE
+
+    maps = ("MAP01", "MAP02", "MAP03")
+    assert [map_of(s, maps) for s in range(4)] == ["MAP01", "MAP02", "MAP03", "MAP01"]
+    assert map_of(7, ("MAP05",)) == "MAP05"
+    pairs = Counter((MIX_SCHEDULE[s % 10], map_of(s, maps)) for s in range(30))
+    assert len(pairs) == len(set(MIX_SCHEDULE)) * len(maps)  # every policy on every map

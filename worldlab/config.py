@@ -37,7 +37,11 @@ class DataConfig:
     """What `data record` records by default, and what a trained world was trained on (the
     world recipe rewrites these from the store it actually read)."""
     engine: str = "doom"  # "doom" | "procedural"
-    map: str = "MAP01"  # doom map name; ignored by the procedural engine
+    # doom map, or several joined by "+" as store.describe writes them ("MAP01+MAP02"):
+    # episode seed s plays episodes.recording.map_of(s, maps); ignored by procedural
+    map: str = "MAP01"
+    start: str = "player"  # STARTS: the engine's own start, or start_options(seed)
+    monsters: str = "on"  # MONSTERS (doom; "invulnerable": monsters, but no deaths)
     size: int = 64  # frames are size x size pixels
     episodes: int = 200
     frames: int = 64  # frames per episode
@@ -49,7 +53,8 @@ class DataConfig:
 
 @dataclass
 class AutoencoderConfig:
-    # diffusers AutoencoderKL: len(block_out_channels) - 1 down-samplings of 2x each
+    # diffusers AutoencoderKL: len(block_out_channels) - 1 down-samplings of 2x each, so
+    # 4 blocks compress 8x, 3 blocks 4x (tokens per frame: model.autoencoder.tokens_per_frame)
     block_out_channels: tuple[int, ...] = (32, 64, 128, 128)
     layers_per_block: int = 1
     latent_channels: int = 8
@@ -60,6 +65,11 @@ class AutoencoderConfig:
     lr: float = 5e-4
     steps: int = 20_000
     batch_size: int = 32  # frames per step
+    # adversarial patch critic (model/discriminator.py), against blur; 0 = off (L1+MSE+KL)
+    disc_weight: float = 0.0  # times the adaptive weight; latent-diffusion uses 0.5
+    disc_start: int = 5000  # reconstruction-only steps before the adversarial term
+    disc_channels: int = 32  # critic width: 0.69 M parameters at 3 layers
+    disc_layers: int = 3  # stride-2 convolutions: 70x70-pixel patches at 3
 
 
 @dataclass
@@ -150,6 +160,9 @@ FORCINGS = ("teacher", "diffusion")
 TIME_SCHEDULES = ("logit_normal", "uniform")
 MIXED_PRECISION = ("no", "bf16")
 SOLVERS = ("euler", "heun")
+# as episodes/recording.py (which imports STARTS) and engines/doom.py (MONSTERS) read them
+STARTS = ("player", "random")
+MONSTERS = ("off", "on", "invulnerable")
 
 
 def _is_int(v) -> bool:
@@ -179,7 +192,8 @@ _POSITIVE = _number("> 0", lambda v: v > 0)
 _NONNEGATIVE = _number(">= 0", lambda v: v >= 0)
 _FRACTION = _number("in [0, 1]", lambda v: 0 <= v <= 1)
 _FLAG = ("true or false", lambda v: isinstance(v, bool), None, None)
-_TEXT = ("a str", lambda v: isinstance(v, str), None, None)
+_MAPS = ("a str", lambda v: isinstance(v, str), "map names joined by '+'",
+         lambda v: all(m.strip() for m in v.split("+")))
 _NAME = ("a str", lambda v: isinstance(v, str), "non-blank", lambda v: bool(v.strip()))
 _CHANNELS = ("a non-empty list of ints",
              lambda v: isinstance(v, (list, tuple)) and len(v) > 0 and all(map(_is_int, v)),
@@ -188,14 +202,16 @@ _CHANNELS = ("a non-empty list of ints",
 RULES: dict[str, dict[str, tuple]] = {
     # data.engine and policy are names, not choices: a store may hold several engines
     # ("doom+procedural") or imported footage ("realestate10k")
-    "data": {"engine": _NAME, "map": _TEXT, "size": _COUNT, "episodes": _COUNT,
+    "data": {"engine": _NAME, "size": _COUNT, "episodes": _COUNT,
+             "map": _MAPS, "start": _one_of(STARTS), "monsters": _one_of(MONSTERS),
              "frames": _COUNT, "policy": _NAME, "event_rate": _FRACTION,
              "clip_chunks": _COUNT, "workers": _COUNT},
     "autoencoder": {"block_out_channels": _CHANNELS, "layers_per_block": _COUNT,
                     "latent_channels": _COUNT, "norm_num_groups": _COUNT,
                     "depth_channel": _FLAG, "kl_weight": _NONNEGATIVE,
                     "mse_weight": _NONNEGATIVE, "lr": _POSITIVE, "steps": _COUNT,
-                    "batch_size": _COUNT},
+                    "batch_size": _COUNT, "disc_weight": _NONNEGATIVE,
+                    "disc_start": _INDEX, "disc_channels": _COUNT, "disc_layers": _COUNT},
     "model": {"width": _COUNT, "depth": _COUNT, "heads": _COUNT, "patch_size": _COUNT,
               "chunk_frames": _COUNT, "window_chunks": _COUNT, "control": _one_of(CONTROLS),
               "action_width": _int(4),  # forward, right, yaw, pitch, then the buttons
@@ -251,7 +267,11 @@ _PRESET_OVERRIDES: dict[str, dict[str, dict[str, Any]]] = {
     },
     "small": {},
     "base": {
-        "data": {"size": 128, "episodes": 2000, "frames": 128, "clip_chunks": 8, "workers": 8},
+        # random starts over freedoom2's training maps (engines.doom.TRAIN_MAPS), no deaths:
+        # from the player start, long walks reach rooms no episode saw and monsters end
+        # most of them
+        "data": {"size": 128, "episodes": 2000, "frames": 128, "clip_chunks": 8, "workers": 8,
+                 "map": "MAP01+MAP02+MAP03", "start": "random", "monsters": "invulnerable"},
         "autoencoder": {"block_out_channels": (64, 128, 256, 256), "latent_channels": 16,
                         "layers_per_block": 2, "norm_num_groups": 32},
         "model": {"width": 768, "depth": 12, "heads": 12, "patch_size": 2, "window_chunks": 16},
@@ -259,7 +279,8 @@ _PRESET_OVERRIDES: dict[str, dict[str, dict[str, Any]]] = {
     },
     "large": {
         "data": {"size": 256, "episodes": 20_000, "frames": 256, "clip_chunks": 8,
-                 "workers": 32},
+                 "workers": 32, "map": "MAP01+MAP02+MAP03", "start": "random",
+                 "monsters": "invulnerable"},
         "autoencoder": {"block_out_channels": (128, 256, 512, 512), "latent_channels": 16,
                         "layers_per_block": 2, "norm_num_groups": 32},
         "model": {"width": 1536, "depth": 24, "heads": 24, "patch_size": 2,

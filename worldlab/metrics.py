@@ -1,4 +1,5 @@
-"""Image-quality metrics on batches of frames: PSNR and SSIM, in plain torch.
+"""Image-quality metrics on batches of frames: PSNR and SSIM, in plain torch; and two scores
+of uint8 frame sets that PSNR misses, sharpness and colour (what a blurry autoencoder loses).
 
 Both take two tensors of the same shape (..., c, h, w) and return one score per image,
 shape (...). Images inside models are float in [-1, 1], so `data_range` defaults to 2.0;
@@ -9,7 +10,12 @@ structural similarity"): an 11x11 Gaussian window with sigma 1.5, K1 = 0.01, K2 
 statistics per channel over 'valid' window positions (no padding), averaged over channels
 and positions. This is the convention of the reference MATLAB code and of pytorch-msssim.
 
-Shape names: c channels, h w height width.
+`sharpness` is the variance of the 3x3 Laplacian of the grey frame (the usual blur
+measure, Pech-Pacheco et al. 2000; OpenCV's `Laplacian(grey).var()`); `colour_distance`
+compares the colour histograms of two frame sets. Both are computed in float64 numpy on
+uint8 frames (t, h, w, 3), as engines record them.
+
+Shape names: t frames, c channels, h w height width.
 """
 
 from __future__ import annotations
@@ -86,12 +92,18 @@ def ssim(x: torch.Tensor, y: torch.Tensor, data_range: float = 2.0,
 # ----------------------------------------------------------------------------------------
 
 
-def _uint8_frames(frames) -> torch.Tensor:
-    """uint8 (t, h, w, 3) -> float (t, 3, h, w) in [-1, 1]."""
+def _as_uint8_frames(frames) -> np.ndarray:
+    """Check that frames are uint8 (t, h, w, 3); return them as a numpy array."""
     x = np.asarray(frames)
     if x.dtype != np.uint8 or x.ndim != 4 or x.shape[-1] != 3:
         raise ValueError(f"frames must be uint8 (t, h, w, 3), got {x.dtype} {x.shape}")
-    return torch.from_numpy(np.ascontiguousarray(x)).permute(0, 3, 1, 2).float() / 127.5 - 1
+    return x
+
+
+def _uint8_frames(frames) -> torch.Tensor:
+    """uint8 (t, h, w, 3) -> float (t, 3, h, w) in [-1, 1]."""
+    x = np.ascontiguousarray(_as_uint8_frames(frames))
+    return torch.from_numpy(x).permute(0, 3, 1, 2).float() / 127.5 - 1
 
 
 def frame_psnr(pred, true) -> np.ndarray:
@@ -102,3 +114,56 @@ def frame_psnr(pred, true) -> np.ndarray:
 def frame_ssim(pred, true) -> np.ndarray:
     """SSIM per frame of uint8 frames (t, h, w, 3): a numpy array (t,)."""
     return ssim(_uint8_frames(pred), _uint8_frames(true)).reshape(-1).numpy()
+
+
+GREY_WEIGHTS = (0.299, 0.587, 0.114)  # ITU-R BT.601 luma, as OpenCV's RGB2GRAY
+COLOUR_BINS = 32  # histogram bins per channel: 8 grey levels each
+
+
+def sharpness(frames) -> np.ndarray:
+    """Variance of the 3x3 Laplacian of the grey frame (0-255 scale), per frame: (t,).
+
+    Kernel [[0, 1, 0], [1, -4, 1], [0, 1, 0]] at 'valid' positions (no padding, so the
+    frame border adds no false edges). A flat frame scores 0; blur lowers the score.
+    """
+    x = _as_uint8_frames(frames)
+    if x.shape[1] < 3 or x.shape[2] < 3:
+        raise ValueError(f"sharpness needs frames of at least 3x3 pixels, got {x.shape}")
+    g = x.astype(np.float64) @ np.array(GREY_WEIGHTS)  # (t, h, w)
+    lap = (g[:, :-2, 1:-1] + g[:, 2:, 1:-1] + g[:, 1:-1, :-2] + g[:, 1:-1, 2:]
+           - 4.0 * g[:, 1:-1, 1:-1])  # (t, h-2, w-2)
+    return lap.reshape(len(x), -1).var(axis=1)
+
+
+def sharpness_ratio(pred, true) -> float:
+    """Mean sharpness of `pred` over mean sharpness of `true`, frame sets of one shape
+    (t, h, w, 3): 1 = as much fine detail as the truth, < 1 blurrier, > 1 noisier."""
+    p, t = _as_uint8_frames(pred), _as_uint8_frames(true)
+    if p.shape != t.shape:
+        raise ValueError(f"pred and true must have the same shape, got {p.shape} and "
+                         f"{t.shape}")
+    ref = float(sharpness(t).mean())
+    if ref == 0.0:
+        raise ValueError(f"the true frames {t.shape} are flat (sharpness 0); the sharpness "
+                         f"ratio is undefined")
+    return float(sharpness(p).mean()) / ref
+
+
+def colour_histograms(frames) -> np.ndarray:
+    """Normalised per-channel histograms of uint8 frames (t, h, w, 3): (3, COLOUR_BINS),
+    each row sums to 1."""
+    x = _as_uint8_frames(frames)
+    bins = (x.reshape(-1, 3) // (256 // COLOUR_BINS)).astype(np.int64)  # (t*h*w, 3)
+    counts = np.stack([np.bincount(bins[:, c], minlength=COLOUR_BINS) for c in range(3)])
+    return counts / counts.sum(axis=1, keepdims=True)
+
+
+def colour_distance(pred, true) -> float:
+    """Distance between the colour distributions of two frame sets (any frame counts and
+    sizes), in [0, 1]: the total variation distance (half the L1 distance) between their
+    normalised 32-bin histograms, averaged over R, G and B. 0 = the same histograms,
+    1 = disjoint histograms in every channel. Where the pixels are does not count:
+    a reconstruction with the right palette in the wrong places scores 0.
+    """
+    hp, ht = colour_histograms(pred), colour_histograms(true)  # (3, bins) each
+    return float(0.5 * np.abs(hp - ht).sum(axis=1).mean())

@@ -8,6 +8,16 @@ conventions at their boundary and nowhere else.
 Text prompts trigger events. Every engine lists its events as `EventSpec`s with the
 keywords that trigger them; `match_event(prompt, specs)` is the one place where text becomes
 an event (a case-insensitive keyword match, so behaviour is predictable and documented).
+
+Random starts (optional): an engine that can start anywhere in its world offers
+`start_options(seed) -> dict`, the reset options of a start drawn from `seed` alone, on
+floor the player can stand on and clear of walls, at any heading: at least
+{"position": (x, y) metres, "yaw": degrees}, so `reset(seed, **engine.start_options(seed))`
+starts there. Both engines have it (DOOM draws from the reachable floor of its map,
+`DoomEngine.reachable_area`); an engine without it starts only at its default start, so
+callers check `hasattr(engine, "start_options")`. Engines draw these starts from
+`np.random.default_rng([START_STREAM, seed])`, a stream of its own, so a start does not
+repeat the first numbers that other users of the same seed (scripted players) draw.
 """
 
 from __future__ import annotations
@@ -18,6 +28,8 @@ from typing import Protocol, runtime_checkable
 import numpy as np
 
 from ..camera import Action, check_c2w, check_K
+
+START_STREAM = 0x57A27  # the first seed word of every start_options random stream
 
 
 @dataclass(frozen=True)
@@ -71,7 +83,11 @@ def match_event(prompt: str | None, specs: tuple[EventSpec, ...]) -> EventSpec |
 
 @runtime_checkable
 class Engine(Protocol):
-    """A deterministic, seedable world. `size` is the square frame side in pixels."""
+    """A deterministic, seedable world. `size` is the square frame side in pixels.
+
+    Optional, and therefore not part of this runtime-checked protocol:
+    `start_options(seed) -> dict` (random starts, see the module docstring).
+    """
 
     name: str
     events: tuple[EventSpec, ...]

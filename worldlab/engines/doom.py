@@ -37,13 +37,27 @@ Actions (calibrated here, one step = `tics` game tics, default 4 = 8.75 steps pe
 - move: MOVE_FORWARD_BACKWARD_DELTA / MOVE_LEFT_RIGHT_DELTA set the thrust per tic; with
   DOOM's friction (0.90625 per tic) the terminal speed is delta / 3 map units per tic, so
   delta = forward_m * 32 * 3 / tics. Walking has momentum: the player reaches ~90% of the
-  commanded speed after 6 steps (1 - 0.90625^(4n)) and keeps sliding after the command stops. The recorded pose
-  is the ground truth; the action is only the command.
+  commanded speed after 6 steps (1 - 0.90625^(4n)) and keeps sliding after the command
+  stops. The recorded pose is the ground truth; the action is only the command.
 
 Prompts fire events through the game (`DOOM_EVENTS`): summon an imp ~56 units ahead
 (`summon DoomImp`), fire the weapon (attack), open a door (use). `flat_light=True` sets
 `r_visibility 0`, a ZDoom renderer setting that turns off DOOM's distance-dependent light,
 so a surface has one colour from every viewpoint (warping frames then matches to the pixel).
+
+Starts: `reset(seed, position=(x, y), yaw=deg)` starts anywhere on the map's reachable
+floor (`reachable_area()`, read from the WAD by DOOM's movement rules in `doom_level`):
+ZDoom's `warp` (whole map units) puts the player on the floor there, and the last settle
+tic turns it to `yaw` (measured: the pose matches to 0.005 degrees). `start_options(seed)`
+draws such a start at random, so a dataset covers the whole level, not only the rooms
+near the player start. Monsters: "off" (`-nomonsters`), "on", or "invulnerable": monsters
+as usual, but ZDoom's `god` cheat, sent after every new episode (it ends with the episode),
+keeps the player's health at 100, so a long walk among monsters never dies. An episode
+still ends when the player leaves the level (an exit switch or line).
+
+Maps: TRAIN_MAPS MAP01-MAP03 of freedoom2 and HELDOUT_MAP MAP04 for generalisation. Their
+reachable floors are 2810, 3203, 4035 and 3572 m^2, i.e. 78%, 97%, 60% and 99% of the
+floor a player fits on (the rest lies behind switch-raised stairs and the like).
 
 Process: ViZDoom plays in a `vizdoom` child process that ignores SIGTERM. `close()` ends it
 (idempotent; `with DoomEngine(...) as e:` closes too, and so do garbage collection and
@@ -68,8 +82,10 @@ from PIL import Image
 
 from ..camera import Action, pose_from_heading
 from . import reaper
-from .base import Event, EventSpec, Observation, match_event
-from .doom_level import UNITS_PER_M_XY, UNITS_PER_M_Z, LevelMesh, map_names, sky_sectors
+from .base import START_STREAM, Event, EventSpec, Observation, match_event
+from .coverage import ReachableArea
+from .doom_level import (PLAYER_RADIUS, UNITS_PER_M_XY, UNITS_PER_M_Z, LevelMesh, MapData,
+                         map_names, random_start, reachable_area, read_map, sky_sectors)
 
 WAD_DIR = Path(vzd.__file__).resolve().parent
 SHARED_MEMORY = Path("/dev/shm")  # where ViZDoom's shared memory and queues live (Linux)
@@ -77,6 +93,9 @@ FRICTION_SPEED = 3.0  # terminal speed = delta / 3 map units per tic (friction 0
 DEPTH_BUFFER_UNITS = 7.16  # map units per uint8 depth-buffer step (measured, see above)
 DEPTH_BUFFER_OFFSET = 1.2  # buffer steps to add before scaling (fit on static pixels)
 SETTLE_TICS = 8  # input is ignored until ~7 tics into an episode (measured: 8 and 12 agree)
+MONSTERS = ("off", "on", "invulnerable")
+TRAIN_MAPS = ("MAP01", "MAP02", "MAP03")  # freedoom2 maps to train on (areas: module doc)
+HELDOUT_MAP = "MAP04"  # a freedoom2 map no training episode visits, for generalisation
 
 DOOM_EVENTS: tuple[EventSpec, ...] = (
     EventSpec("summon_monster", ("imp", "monster", "summon", "demon", "enemy"),
@@ -142,7 +161,7 @@ class DoomEngine:
     events = DOOM_EVENTS
 
     def __init__(self, size: int = 64, wad: str = "freedoom2", map: str = "MAP01",
-                 hud: bool = False, monsters: bool = True, render_size=None,
+                 hud: bool = False, monsters: str | bool = "on", render_size=None,
                  skill: int = 3, tics: int = 4, flat_light: bool = False,
                  metric_depth: bool = True):
         if not (isinstance(size, int) and 8 <= size <= 1200):
@@ -151,7 +170,13 @@ class DoomEngine:
             raise ValueError(f"skill must be one of 1..5, got {skill!r}")
         if not (isinstance(tics, int) and 1 <= tics <= 35):
             raise ValueError(f"tics must be an integer in [1, 35], got {tics!r}")
+        if isinstance(monsters, bool):  # the switch used to be a bool: True = "on"
+            monsters = "on" if monsters else "off"
+        if monsters not in MONSTERS:
+            raise ValueError(f"monsters must be one of {MONSTERS} (or True / False), got "
+                             f"{monsters!r}")
         self.size, self.tics, self.wad_path = size, tics, _wad_path(wad)
+        self.monsters, self.skill = monsters, skill
         # metric_depth=False: depth is the coarse uint8 buffer everywhere (steps of 0.22 m)
         # and neither sectors_info nor open3d is needed (3x faster; for training data)
         self.metric_depth = metric_depth
@@ -162,7 +187,8 @@ class DoomEngine:
         self._rows = _nearest_index(size, h, 0)
         self._cols = _nearest_index(size, h, (w - h) // 2)
         self._meshes: dict[str, LevelMesh] = {}
-        self._game, processes = self._make_game(resolution, hud, monsters, skill, flat_light)
+        self._levels: dict[str, tuple[MapData, ReachableArea]] = {}
+        self._game, processes = self._make_game(resolution, hud, skill, flat_light)
         # close at garbage collection and at interpreter exit too: a notebook kernel never
         # frees its namespace, so ViZDoom's own destructor may never run
         self._finalizer = weakref.finalize(self, _close_game, self._game, processes,
@@ -175,7 +201,7 @@ class DoomEngine:
                              f"{self._maps}")
         return name
 
-    def _make_game(self, resolution, hud: bool, monsters: bool, skill: int,
+    def _make_game(self, resolution, hud: bool, skill: int,
                    flat_light: bool) -> tuple[vzd.DoomGame, list[psutil.Process]]:
         """The initialised game and its `vizdoom` process(es), killed by `reaper` if this
         process dies without closing them."""
@@ -196,7 +222,7 @@ class DoomEngine:
         game.set_render_weapon(hud)
         game.set_available_buttons(list(_BUTTONS))
         game.set_available_game_variables(list(_VARIABLES))
-        args = "+movebob 0" + ("" if monsters else " -nomonsters")
+        args = "+movebob 0" + (" -nomonsters" if self.monsters == "off" else "")
         game.add_game_args(args + (" +r_visibility 0" if flat_light else ""))
         return game, reaper.start_guarded(game.init, "vizdoom", _shared_memory)
 
@@ -204,28 +230,50 @@ class DoomEngine:
 
     def reset(self, seed: int = 0, **options) -> Observation:
         """Start a new episode; options: `map` (a map of this WAD), `position` (x, y) in
-        metres to start from instead of the map's player start (ZDoom's `warp`: the player
-        lands on the floor of the sector there)."""
-        unknown = sorted(set(options) - {"map", "position"})
+        metres and `yaw` in degrees to start from instead of the map's player start.
+
+        The position must lie on the map's reachable floor (`reachable_area`) at least the
+        player's radius (0.5 m) from its walls; DOOM's `warp` puts the player on the floor
+        there at whole map units (1/32 m). `start_options(seed)` draws such a start.
+        """
+        unknown = sorted(set(options) - {"map", "position", "yaw"})
         if unknown:
-            raise ValueError(f"unknown reset option {unknown[0]!r}; expected 'map' or "
-                             f"'position'")
-        if not (isinstance(seed, (int, np.integer)) and 0 <= seed < 2 ** 32):
-            raise ValueError(f"seed must be an integer in [0, 2**32), got {seed!r}")
+            raise ValueError(f"unknown reset option {unknown[0]!r}; expected 'map', "
+                             f"'position' or 'yaw'")
+        _check_seed(seed)
+        name = self._check_map(options.get("map", self.map))
         position = _check_position(options.get("position"))
-        if "map" in options:
-            self.map = self._check_map(options["map"])
-            self._game.set_doom_map(self.map)
-        self._game.set_seed(int(seed))
-        self._game.new_episode()
-        if position is not None:
-            x, y = (v * UNITS_PER_M_XY for v in position)
-            self._game.send_game_command(f"warp {x:.3f} {y:.3f}")
-        # DOOM ignores input for the first tics of a level; idle through them so that the
-        # first step acts like every other one
-        self._game.make_action([0.0] * len(_BUTTONS), SETTLE_TICS)
+        yaw = _check_yaw(options.get("yaw"))
+        if position is not None:  # the player's box must not overlap a wall
+            self.reachable_area(name).check_position(
+                position, PLAYER_RADIUS / UNITS_PER_M_XY, f"the reachable floor of {name}")
+        # every check passed: only now change the game
+        if name != self.map:
+            self.map = name
+            self._game.set_doom_map(name)
+        self._new_episode(int(seed), position, yaw)
         self._step = 0
         return self._observe([])
+
+    def _new_episode(self, seed: int, position, yaw) -> None:
+        self._game.set_seed(seed)
+        self._game.new_episode()
+        if self.monsters == "invulnerable":  # god mode ends with every episode (measured)
+            self._game.send_game_command("god")
+        if position is not None:  # warp takes whole map units (ZDoom reads integers)
+            x, y = (round(v * UNITS_PER_M_XY) for v in position)
+            self._game.send_game_command(f"warp {x} {y}")
+        # DOOM ignores input for the first tics of a level; idle through them so that the
+        # first step acts like every other one. The last settle tic already takes input
+        # (measured): it turns the player to `yaw` (a delta button: degrees per tic)
+        idle = [0.0] * len(_BUTTONS)
+        self._game.make_action(idle, SETTLE_TICS - 1)
+        turn = idle.copy()
+        if yaw is not None:
+            angle = float(self._game.get_game_variable(vzd.GameVariable.ANGLE))
+            turn[_BUTTONS.index(vzd.Button.TURN_LEFT_RIGHT_DELTA)] = \
+                -((yaw - angle + 180.0) % 360.0 - 180.0)  # positive = right
+        self._game.make_action(turn, 1)
 
     def step(self, action: Action, prompt: str | None = None) -> Observation:
         """Hold `action` for `tics` tics (a prompt may fire an event first)."""
@@ -265,6 +313,31 @@ class DoomEngine:
             raise ValueError(f"unknown game variable {name!r}; expected a vizdoom.GameVariable "
                              f"name such as 'HEALTH' or 'AMMO2'")
         return float(self._game.get_game_variable(getattr(vzd.GameVariable, name)))
+
+    # ---- where a player can be ---------------------------------------------------------
+
+    def reachable_area(self, map: str | None = None) -> ReachableArea:
+        """The floor a player can reach from the start of `map` (default: the current
+        one), in metres: `doom_level.reachable_area` of the WAD's map, cached."""
+        return self._level(self.map if map is None else self._check_map(map))[1]
+
+    def start_options(self, seed: int, map: str | None = None) -> dict:
+        """Reset options {"position": (x, y), "yaw": degrees} of a random start drawn from
+        `seed` alone: uniform over the reachable floor of the current map (or of `map`, then
+        named in the options too), clear of walls and placed things
+        (`doom_level.random_start`), at any heading: `reset(seed, **start_options(seed))`."""
+        _check_seed(seed)
+        name = self.map if map is None else self._check_map(map)
+        rng = np.random.default_rng([START_STREAM, int(seed)])
+        x, y = random_start(*self._level(name), self.skill, rng)
+        options = {"position": (x, y), "yaw": float(rng.uniform(-180.0, 180.0))}
+        return options if map is None else {"map": name, **options}
+
+    def _level(self, name: str) -> tuple[MapData, ReachableArea]:
+        if name not in self._levels:  # read from the WAD: the game need not be on it
+            data = read_map(self.wad_path, name)
+            self._levels[name] = data, reachable_area(data)
+        return self._levels[name]
 
     # ---- conversions at the boundary -------------------------------------------------
 
@@ -353,6 +426,21 @@ def _shared_memory(proc: psutil.Process) -> list[str]:
     keys = [value for arg, value in zip(args, args[1:]) if arg == "+viz_instance_id"]
     return [str(SHARED_MEMORY / f"ViZDoom{kind}{key}") for key in keys
             for kind in ("SM", "MQCtr", "MQDoom")]
+
+
+def _check_seed(seed) -> None:
+    if isinstance(seed, bool) or not (isinstance(seed, (int, np.integer))
+                                      and 0 <= seed < 2 ** 32):
+        raise ValueError(f"seed must be an integer in [0, 2**32), got {seed!r}")
+
+
+def _check_yaw(yaw) -> float | None:
+    if yaw is None:
+        return None
+    if isinstance(yaw, bool) or not isinstance(yaw, (int, float, np.number)) \
+            or not math.isfinite(yaw):
+        raise ValueError(f"yaw must be a finite number of degrees, got {yaw!r}")
+    return float(yaw)
 
 
 def _check_position(position) -> tuple[float, float] | None:

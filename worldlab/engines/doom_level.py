@@ -1,4 +1,5 @@
-"""A DOOM level as a triangle mesh in metres, ray-cast with open3d for exact metric depth.
+"""A DOOM level from its WAD: a triangle mesh in metres, ray-cast with open3d for exact
+metric depth, and the floor a player can reach (`reachable_area`).
 
 ViZDoom's own depth buffer is uint8 (steps of ~0.22 m, saturating after a few metres at low
 resolution), so the DOOM engine computes depth by ray casting this mesh with the very camera
@@ -20,29 +21,43 @@ WAD's `SECTORS` lump (ceiling flat `F_SKY*`); the lump lists sectors in the same
 Doors and lifts move: `LevelMesh.update(floor, ceiling)` takes the current heights and
 rebuilds the open3d scene only when one changed.
 
+Where a player can go (`reachable_area`, no game and no open3d needed): the map's lumps
+(`read_map`) give every sector's heights at level start and the sectors on each line. A
+flood fill from the player start's sector crosses a two-sided line that is not flagged
+impassable when DOOM lets a player walk over it: a step up of at most 24 units, any drop,
+an opening (lower ceiling - higher floor) of at least 56 units. Doors, lifts and lowering
+floors are taken as triggered (a door's ceiling at the lowest neighbouring ceiling - 4, a
+lift's floor at the lowest neighbouring floor too; keys assumed found), and teleport lines
+lead to their tagged sectors: heights at level start alone reach only 300 of MAP01's 2810
+m^2, the rooms before the first door. The area is the floor of the reachable sectors a
+player fits in at level start (closed doors excluded); stairs raised by switches and the
+like stay out.
+
 Units (measured, see the camera notes of `engines/doom.py`): 32 map units per metre horizontally;
 DOOM draws with pixels 1.2 times taller than wide, so a metric world with square pixels has
 32 / 1.2 = 26.67 map units per metre vertically (the eye, 41 units above the floor, is then
 at 1.54 m).
 
-Shape names: n vertices, m triangles, k lines, h w height width.
+Shape names: n vertices, m triangles, k lines, s sectors, t things, h w height width.
 """
 
 from __future__ import annotations
 
 import struct
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
 from ..camera import check_c2w, ray_directions
+from .coverage import ReachableArea, in_triangles
 
 UNITS_PER_M_XY = 32.0  # map units per metre, horizontal
 PIXEL_ASPECT = 1.2  # DOOM pixels are 1.2 times taller than wide (320x200 on a 4:3 screen)
 UNITS_PER_M_Z = UNITS_PER_M_XY / PIXEL_ASPECT  # 26.67 map units per metre, vertical
 
 _MAP_LUMPS = ("THINGS", "LINEDEFS", "SIDEDEFS", "VERTEXES", "SEGS", "SSECTORS", "NODES",
-              "SECTORS")
+              "SECTORS", "REJECT", "BLOCKMAP", "BEHAVIOR", "SCRIPTS")  # after a map's marker
 
 
 # ----------------------------------------------------------------------------------------
@@ -69,20 +84,81 @@ def map_names(wad_path) -> list[str]:
     return [names[i] for i in range(len(names) - 1) if names[i + 1] == "THINGS"]
 
 
-def sky_sectors(wad_path, map_name: str) -> np.ndarray:
-    """(sectors,) bool: True where a sector's ceiling is sky (flat named F_SKY*)."""
+@dataclass(frozen=True)
+class MapData:
+    """One map of a WAD as read from its lumps, in map units (DOOM's own, not metres).
+
+    Sector `i` is ViZDoom's `Sector.id == i` (both follow the SECTORS lump); heights are the
+    ones at level start, before any door or lift moves.
+    """
+
+    lines: np.ndarray  # (k, 4) x1 y1 x2 y2 of each linedef
+    flags: np.ndarray  # (k,) linedef flags; bit 0 = impassable for players and monsters
+    special: np.ndarray  # (k,) linedef action (1 = manual door, 97 = teleport, ...)
+    tag: np.ndarray  # (k,) sector tag the action moves
+    sides: np.ndarray  # (k, 2) front and back sector; back -1 on a one-sided line
+    floor: np.ndarray  # (s,) floor height
+    ceiling: np.ndarray  # (s,) ceiling height
+    sector_tag: np.ndarray  # (s,)
+    sky: np.ndarray  # (s,) bool: ceiling flat F_SKY*
+    things: np.ndarray  # (t, 5) x, y, angle, type, flags (bits 0-2 skills, 4 multiplayer)
+
+
+def _map_lumps(wad_path, map_name: str) -> tuple[bytes, dict[str, tuple[int, int]]]:
+    """The WAD's bytes and the (offset, size) of each lump of `map_name`."""
     data, entries = _wad_directory(wad_path)
     names = [e[2] for e in entries]
     if map_name not in map_names(wad_path):
         raise ValueError(f"unknown map {map_name!r} in {Path(wad_path).name}; expected one "
                          f"of {map_names(wad_path)}")
-    start = names.index(map_name)
-    lumps = {e[2]: e for e in entries[start + 1:start + 1 + len(_MAP_LUMPS) + 3]}
-    pos, size, _ = lumps["SECTORS"]
+    lumps = {}
+    for pos, size, name in entries[names.index(map_name) + 1:]:
+        if name not in _MAP_LUMPS or name in lumps:  # the next map or other data begins
+            break
+        lumps[name] = (pos, size)
+    return data, lumps
+
+
+def _table(data: bytes, lump: tuple[int, int], fmt: str) -> list[tuple]:
+    pos, size = lump
+    return list(struct.iter_unpack(fmt, data[pos:pos + size]))
+
+
+def _sector_table(data: bytes, lumps: dict) -> list[tuple]:
     # one sector = floor h, ceiling h (int16), floor flat, ceiling flat (8 chars), light,
     # special, tag (int16): 26 bytes
-    ceilings = [data[pos + 26 * i + 12:pos + 26 * i + 20] for i in range(size // 26)]
-    return np.array([c.startswith(b"F_SKY") for c in ceilings])
+    return _table(data, lumps["SECTORS"], "<hh8s8shhh")
+
+
+def read_map(wad_path, map_name: str) -> MapData:
+    """The lumps of `map_name` (a Doom-format map of the WAD at `wad_path`) as arrays."""
+    data, lumps = _map_lumps(wad_path, map_name)
+    if "BEHAVIOR" in lumps:  # Hexen format: other line and thing records, other actions
+        raise ValueError(f"map {map_name!r} of {Path(wad_path).name} is in Hexen format; "
+                         f"expected a Doom-format map (THINGS, LINEDEFS, ... without BEHAVIOR)")
+    vertex = np.array(_table(data, lumps["VERTEXES"], "<hh"), np.float64).reshape(-1, 2)
+    # linedef: v1, v2, flags, special, tag, front side, back side (0xFFFF = none)
+    line = np.array(_table(data, lumps["LINEDEFS"], "<7H"), np.int64).reshape(-1, 7)
+    # sidedef: x/y offset, upper/lower/middle texture, sector
+    side_sector = np.array([s[-1] for s in _table(data, lumps["SIDEDEFS"], "<hh8s8s8sH")],
+                           np.int64)
+    sector = _sector_table(data, lumps)
+    sides = np.where(line[:, 5:7] == 0xFFFF, -1,
+                     side_sector[np.minimum(line[:, 5:7], len(side_sector) - 1)])
+    return MapData(
+        lines=vertex[line[:, :2]].reshape(-1, 4), flags=line[:, 2], special=line[:, 3],
+        tag=line[:, 4], sides=sides,
+        floor=np.array([s[0] for s in sector], np.float64),
+        ceiling=np.array([s[1] for s in sector], np.float64),
+        sector_tag=np.array([s[6] for s in sector], np.int64),
+        sky=np.array([s[3].startswith(b"F_SKY") for s in sector], bool),
+        things=np.array(_table(data, lumps["THINGS"], "<hhHHH"), np.float64).reshape(-1, 5))
+
+
+def sky_sectors(wad_path, map_name: str) -> np.ndarray:
+    """(sectors,) bool: True where a sector's ceiling is sky (flat named F_SKY*)."""
+    data, lumps = _map_lumps(wad_path, map_name)
+    return np.array([s[3].startswith(b"F_SKY") for s in _sector_table(data, lumps)])
 
 
 # ----------------------------------------------------------------------------------------
@@ -123,6 +199,171 @@ def _slab_triangles(lines: np.ndarray) -> np.ndarray:
     tris = np.array(tris, dtype=np.float64).reshape(-1, 3, 2)
     area = np.abs(np.cross(tris[:, 1] - tris[:, 0], tris[:, 2] - tris[:, 0]))
     return tris[area > 1e-9]
+
+
+# ----------------------------------------------------------------------------------------
+# Where a player can go: DOOM's movement rules over the map at level start
+# ----------------------------------------------------------------------------------------
+
+STEP_UP = 24.0  # the highest floor step a player climbs (map units)
+PLAYER_HEIGHT = 56.0  # a player passes an opening (lower ceiling - higher floor) this tall
+PLAYER_RADIUS = 16.0  # half the side of the player's square bounding box (map units)
+PLAYER_STARTS = (1, 2, 3, 4, 11)  # thing types: player 1-4 and deathmatch starts
+# a random start keeps the player's square box (half side 16 units) off every wall at any
+# angle: 16 sqrt(2) units = 0.71 m
+START_CLEARANCE_M = 0.75
+
+# Linedef actions (vanilla DOOM numbers) that open a way: a door's ceiling rises to the
+# lowest neighbouring ceiling - 4; a lift or a lowering floor goes down to the lowest
+# (highest) neighbouring floor; a teleport moves the player into the tagged sector.
+MANUAL_DOORS = frozenset({1, 26, 27, 28, 31, 32, 33, 34, 117, 118})  # opens its back sector
+TAGGED_DOORS = frozenset({2, 4, 29, 46, 61, 63, 86, 90, 99, 103, 105, 106, 108, 109, 111,
+                          112, 114, 115, 133, 134, 135, 136, 137})
+TO_LOWEST_FLOOR = frozenset({10, 21, 62, 88, 120, 121, 122, 123,  # lifts (and back up)
+                             23, 37, 38, 60, 82, 84})  # floors that lower for good
+TO_HIGHEST_FLOOR = frozenset({19, 45, 83, 102})
+TO_HIGHEST_FLOOR_8 = frozenset({36, 70, 71, 98})  # 8 units above the highest neighbour
+TELEPORTS = frozenset({39, 97})
+
+
+def _neighbour_extremes(m: MapData) -> tuple[np.ndarray, ...]:
+    """(s,) lowest ceiling, lowest floor and highest floor among each sector's neighbours
+    (inf / -inf without neighbours), as DOOM's P_FindLowest/HighestSurrounding compute."""
+    a, b = m.sides[:, 0], m.sides[:, 1]
+    pair = (b >= 0) & (a != b)
+    src = np.concatenate([a[pair], b[pair]])
+    dst = np.concatenate([b[pair], a[pair]])
+    n = len(m.floor)
+    low_ceil, low_floor, high_floor = np.full(n, np.inf), np.full(n, np.inf), np.full(n, -np.inf)
+    np.minimum.at(low_ceil, src, m.ceiling[dst])
+    np.minimum.at(low_floor, src, m.floor[dst])
+    np.maximum.at(high_floor, src, m.floor[dst])
+    return low_ceil, low_floor, high_floor
+
+
+def _moved_heights(m: MapData) -> tuple[np.ndarray, np.ndarray]:
+    """(s, 2) floor heights a sector takes (at start, after its mover) and (s,) its highest
+    ceiling, once every door, lift and lowering floor of the map has been triggered."""
+    low_ceil, low_floor, high_floor = _neighbour_extremes(m)
+    floor = np.stack([m.floor, m.floor], 1)
+    ceiling = m.ceiling.copy()
+    door = np.zeros(len(m.floor), bool)
+    manual = np.isin(m.special, list(MANUAL_DOORS)) & (m.sides[:, 1] >= 0)
+    door[m.sides[manual, 1]] = True
+    for specials, kind in ((TAGGED_DOORS, "door"), (TO_LOWEST_FLOOR, "lowest"),
+                           (TO_HIGHEST_FLOOR, "highest"), (TO_HIGHEST_FLOOR_8, "highest8")):
+        tags = np.unique(m.tag[np.isin(m.special, list(specials)) & (m.tag > 0)])
+        moved = np.isin(m.sector_tag, tags)
+        if kind == "door":
+            door |= moved
+        else:
+            target = {"lowest": np.minimum(low_floor, m.floor), "highest": high_floor,
+                      "highest8": high_floor + 8}[kind]
+            floor[moved, 1] = np.minimum(floor[moved, 1], target[moved])  # they go down
+    ceiling[door] = np.maximum(ceiling[door], low_ceil[door] - 4)
+    return floor, ceiling
+
+
+def _passable(floor_a, floor_b, ceil_a, ceil_b) -> np.ndarray:
+    """Whether a player steps from floor a to floor b (DOOM's P_TryMove: a step up of at
+    most STEP_UP, any drop, an opening of at least PLAYER_HEIGHT)."""
+    opening = np.minimum(ceil_a, ceil_b) - np.maximum(floor_a, floor_b)
+    return (floor_b - floor_a <= STEP_UP) & (opening >= PLAYER_HEIGHT)
+
+
+def _reachable_sectors(m: MapData, start: int) -> np.ndarray:
+    """(s,) bool: sectors a player walks to from sector `start`, opening doors, riding
+    lifts and teleporting (every mover of the map triggered: `_moved_heights`)."""
+    floor, ceiling = _moved_heights(m)
+    a, b = m.sides[:, 0], m.sides[:, 1]
+    open_line = (b >= 0) & (m.flags & 1 == 0)
+    edges = []
+    for x, y in ((a, b), (b, a)):
+        x, y = x[open_line], y[open_line]
+        ok = np.zeros(len(x), bool)
+        for i in range(2):  # any combination of the two floor heights of each sector
+            for j in range(2):
+                ok |= _passable(floor[x, i], floor[y, j], ceiling[x], ceiling[y])
+        edges += list(zip(x[ok], y[ok]))
+    for line in np.nonzero(np.isin(m.special, list(TELEPORTS)) & (m.tag > 0))[0]:
+        edges += [(m.sides[line, 0], t) for t in np.nonzero(m.sector_tag == m.tag[line])[0]]
+    out = [[] for _ in m.floor]
+    for x, y in edges:
+        out[x].append(y)
+    seen, todo = np.zeros(len(m.floor), bool), [start]
+    seen[start] = True
+    while todo:
+        for y in out[todo.pop()]:
+            if not seen[y]:
+                seen[y] = True
+                todo.append(y)
+    return seen
+
+
+def _sector_triangles(m: MapData) -> list[np.ndarray]:
+    """Floor triangles (m_i, 3, 2) of each sector in map units (`_slab_triangles`)."""
+    lines = [set() for _ in m.floor]
+    for line, sides in zip(m.lines, m.sides):
+        key = tuple(line)
+        for s in set(sides[sides >= 0].tolist()):  # a line inside one sector encloses nothing
+            lines[s] ^= {key}
+    return [_slab_triangles(np.array(sorted(ls), np.float64).reshape(-1, 4)) if ls
+            else np.zeros((0, 3, 2)) for ls in lines]
+
+
+def reachable_area(m: MapData) -> ReachableArea:
+    """The floor a player can stand on at level start among the sectors reachable from the
+    player start, in metres. Its walls are the lines a player cannot pass at level start:
+    one-sided or impassable lines, openings lower than PLAYER_HEIGHT (closed doors) and
+    every edge of the area; a step between two of its sectors is no wall (a player
+    overlapping it stands on the higher floor)."""
+    starts = m.things[m.things[:, 3] == 1]
+    if not len(starts):
+        raise ValueError("the map has no player 1 start (thing type 1)")
+    start_xy = starts[0, :2]
+    tris = _sector_triangles(m)
+    start = next((s for s, t in enumerate(tris)
+                  if len(t) and in_triangles(start_xy[None], t)[0]), None)
+    if start is None:
+        raise ValueError(f"the player start {tuple(start_xy)} lies in no sector")
+    stand = _reachable_sectors(m, start) & (m.ceiling - m.floor >= PLAYER_HEIGHT)
+    a, b = m.sides[:, 0], np.maximum(m.sides[:, 1], 0)
+    opening = np.minimum(m.ceiling[a], m.ceiling[b]) - np.maximum(m.floor[a], m.floor[b])
+    inner = ((m.sides[:, 1] >= 0) & (m.flags & 1 == 0) & stand[a] & stand[b]
+             & (opening >= PLAYER_HEIGHT))
+    wall = (stand[a] | (stand[b] & (m.sides[:, 1] >= 0))) & ~inner
+    floor = np.concatenate([tris[s] for s in np.nonzero(stand)[0]])
+    return ReachableArea(floor / UNITS_PER_M_XY,
+                         m.lines[wall].reshape(-1, 2, 2) / UNITS_PER_M_XY,
+                         tuple(float(v) for v in start_xy / UNITS_PER_M_XY))
+
+
+def _placed_things(m: MapData, skill: int) -> np.ndarray:
+    """(t, 2) map units: things present in a single-player game at `skill` (1-5), player
+    starts excluded (monsters, decorations, items)."""
+    bit = {1: 1, 2: 1, 3: 2, 4: 4, 5: 4}[skill]  # THINGS flags: skills 1-2, 3, 4-5
+    flags = m.things[:, 4].astype(np.int64)
+    keep = (flags & bit > 0) & (flags & 16 == 0) & ~np.isin(m.things[:, 3], PLAYER_STARTS)
+    return m.things[keep, :2]
+
+
+def random_start(m: MapData, area: ReachableArea, skill: int,
+                 rng: np.random.Generator) -> tuple[float, float]:
+    """(x, y) metres at whole map units (what `warp` takes): uniform over `area`, far enough
+    from its walls that the player's square box misses them at any angle, and from every
+    thing placed at `skill` that a box of half side 16 units misses it too (DOOM's overlap
+    test is per axis: |dx|, |dy| < 16 + the thing's radius; lamps, pillars and barrels have
+    at most 16; larger monsters would be telefragged)."""
+    things = _placed_things(m, skill)  # (t, 2)
+    for _ in range(100):
+        xy = np.round(area.sample(rng, 16, START_CLEARANCE_M) * UNITS_PER_M_XY)  # (16, 2)
+        gap = np.abs(xy[:, None] - things[None]).max(-1)  # (16, t) per-axis distance
+        clear = (gap >= 2 * PLAYER_RADIUS).all(1)
+        if clear.any():
+            x, y = xy[np.argmax(clear)] / UNITS_PER_M_XY
+            return float(x), float(y)
+    raise ValueError(f"no point of the area lies clear of its walls and {len(things)} things "
+                     f"after 1600 tries")
 
 
 # ----------------------------------------------------------------------------------------

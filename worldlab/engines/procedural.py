@@ -55,7 +55,7 @@ import open3d as o3d
 
 from .. import camera
 from ..camera import Action
-from .base import Event, EventSpec, Observation, match_event
+from .base import START_STREAM, Event, EventSpec, Observation, match_event
 from . import procedural_world as pw
 
 EVENTS = (
@@ -157,6 +157,27 @@ class ProceduralEngine:
         self.c2w = camera.pose_from_heading(np.array([x, y, EYE_H], float),
                                             float(options.get("yaw", yaw)), pitch)
         return self._observe([])
+
+    def start_options(self, seed: int) -> dict:
+        """Reset options {"position": (x, y), "yaw": degrees} of a random start in the world
+        of `seed`, drawn from `seed` alone: uniform over its walkable floor (props and closed
+        doors excluded) where the player's disk touches nothing, at any heading:
+        `reset(seed, **start_options(seed))`."""
+        if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) \
+                or not 0 <= seed < 2 ** 32:
+            raise ValueError(f"seed must be an integer in [0, 2**32), got {seed!r}")
+        world = pw.build_world(int(seed))
+        walk = _walkable(world, [None] * len(world.doors))
+        cells = np.argwhere(walk)  # (c, 2) row = y, col = x: uniform cell, then uniform in it
+        rng = np.random.default_rng([START_STREAM, int(seed)])
+        for _ in range(1000):
+            row, col = cells[rng.integers(len(cells))]
+            x, y = pw.X0 + (np.array([col, row]) + rng.random(2)) * pw.CELL
+            if not _disk_blocked(walk, x, y):
+                return {"position": (float(x), float(y)),
+                        "yaw": float(rng.uniform(-180.0, 180.0))}
+        raise RuntimeError(f"no walkable point of seed {seed} clears the player's radius "
+                           f"{PLAYER_R} m in 1000 tries")
 
     def step(self, action: Action, prompt: str | None = None) -> Observation:
         if self.world is None:

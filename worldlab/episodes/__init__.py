@@ -8,7 +8,8 @@ video (`realestate`), and what feeds training (`datasets`: latent cache, clips, 
 
 from .datasets import EpisodeClips, LatentCache, collate_clips, load_frames
 from .recording import (CHARACTER, SCENES, dataset_stats, format_index, game_fps,
-                        record_episode, record_many, record_with, revisit_pairs)
+                        level_coverage, record_episode, record_many, record_with,
+                        revisit_pairs)
 from .schema import (Episode, EpisodeError, PromptSegment, load_episode, make_meta,
                      prompts_from_steps, save_episode)
 from .store import EpisodeStore
@@ -17,4 +18,5 @@ __all__ = ["Episode", "EpisodeError", "PromptSegment", "EpisodeStore", "EpisodeC
            "LatentCache", "collate_clips", "load_frames", "load_episode", "save_episode",
            "make_meta", "prompts_from_steps", "CHARACTER", "SCENES", "game_fps",
            "record_episode", "record_many", "record_with", "revisit_pairs", "dataset_stats",
+           "level_coverage",
            "format_index"]

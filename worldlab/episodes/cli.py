@@ -2,11 +2,14 @@
 
     python -m worldlab data record --preset small --out runs/data/doom   # the preset's data
     python -m worldlab data record --engine procedural --episodes 8 --frames 64 --size 64 \
-        --workers 2 --policy mix --out runs/data/procedural
+        --workers 2 --policy mix --start random --out runs/data/procedural
+    python -m worldlab data record --start random --maps MAP01,MAP02 \
+        --monsters invulnerable --out runs/data/doom2   # seeds alternate between the maps
     python -m worldlab data info --store runs/data/procedural
 
 `data record` takes every default from the preset's `data` section (`config.DataConfig`);
-a flag overrides one field.
+a flag overrides one field. `--maps` (alias `--map`) takes names joined by "," or "+",
+stored in `DataConfig.map` joined by "+".
 """
 
 from __future__ import annotations
@@ -14,7 +17,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from ..config import PRESETS, make_config
+from ..config import MONSTERS, PRESETS, STARTS, make_config
 from ..engines import ENGINES
 from ..engines.policies import POLICIES
 from .recording import format_index, record_many
@@ -23,14 +26,25 @@ from .store import EpisodeStore
 # flag -> DataConfig field whose preset value is the flag's default
 RECORD_FIELDS = {"engine": "engine", "episodes": "episodes", "frames": "frames",
                  "size": "size", "workers": "workers", "policy": "policy",
-                 "event_rate": "event_rate", "map": "map"}
+                 "event_rate": "event_rate", "maps": "map", "start": "start",
+                 "monsters": "monsters"}
+
+
+def split_maps(text: str) -> tuple[str, ...]:
+    """"MAP01,MAP02" or "MAP01+MAP02" (DataConfig.map) -> ("MAP01", "MAP02")."""
+    maps = tuple(m.strip() for m in text.replace(",", "+").split("+"))
+    if not all(maps):
+        raise ValueError(f"maps must be map names joined by ',' or '+', got {text!r}")
+    return maps
 
 
 def record_settings(args) -> dict:
-    """The preset's data section with the flags given on the command line applied."""
+    """The preset's data section with the flags given on the command line applied; `maps`
+    as a tuple of names."""
     data = vars(make_config(args.preset).data)
-    return {name: data[field] if getattr(args, name) is None else getattr(args, name)
-            for name, field in RECORD_FIELDS.items()}
+    settings = {name: data[field] if getattr(args, name) is None else getattr(args, name)
+                for name, field in RECORD_FIELDS.items()}
+    return {**settings, "maps": split_maps(settings["maps"])}
 
 
 def _cmd_record(args) -> int:
@@ -39,16 +53,18 @@ def _cmd_record(args) -> int:
     s = record_settings(args)
     store = EpisodeStore(args.out)
     seeds = list(range(args.seed, args.seed + s["episodes"]))
-    opts = {"map": s["map"]} if s["engine"] == "doom" else {}
+    # maps and monsters are doom's: the procedural engine has neither
+    doom = s["engine"] == "doom"
+    opts = {"maps": s["maps"], "monsters": s["monsters"]} if doom else {}
     if args.no_metric_depth:
-        if s["engine"] != "doom":
+        if not doom:
             raise ValueError(f"--no-metric-depth is a doom option; the engine is "
                              f"{s['engine']!r}")
         opts["metric_depth"] = False
     with tqdm(total=len(seeds), desc=f"record {s['engine']}", unit="episode") as bar:
         record_many(store, s["engine"], seeds, s["frames"], s["size"], s["policy"],
                     s["event_rate"], s["workers"], callback=lambda _: bar.update(),
-                    overwrite=args.overwrite, **opts)
+                    overwrite=args.overwrite, start=s["start"], **opts)
     print(format_index(store))
     return 0
 
@@ -89,11 +105,18 @@ def _add_record(sub) -> None:
     rec.add_argument("--policy", default=None, choices=["mix", *POLICIES])
     rec.add_argument("--event-rate", type=float, default=None,
                      help="probability per step of an event prompt")
-    rec.add_argument("--map", default=None, help="doom map name (e.g. MAP01)")
+    rec.add_argument("--maps", "--map", dest="maps", default=None,
+                     help="doom maps, e.g. MAP01 or MAP01,MAP02 (seeds take them in turn)")
+    rec.add_argument("--start", default=None, choices=STARTS,
+                     help="player: the map's player start; random: a start drawn from the "
+                          "seed anywhere on the level")
+    rec.add_argument("--monsters", default=None, choices=MONSTERS,
+                     help="doom monsters; invulnerable: monsters, but the player never dies")
     rec.add_argument("--seed", type=int, default=0, help="episode k uses seed + k")
     rec.add_argument("--no-metric-depth", action="store_true",
                      help="doom: keep the coarse depth buffer, skip the mesh ray cast (3x "
-                          "faster, no open3d; enough for training the world model)")
+                          "faster, no open3d; enough for training the world model, but it "
+                          "saturates at a few metres, so explore sees no far open space)")
     rec.add_argument("--out", required=True, help="store directory, e.g. runs/data/doom")
     rec.add_argument("--overwrite", action="store_true", help="replace episodes with these ids")
     rec.set_defaults(func=_cmd_record)

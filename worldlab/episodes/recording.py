@@ -5,6 +5,12 @@
 processes, one engine per process: episode k uses seed `seed + k` and is stored as
 `<engine>-<seed>`, so the same command gives the same episodes whatever the worker count.
 
+Starts (`STARTS`): "player" resets the engine at its own start (DOOM: the map's player
+start), "random" at `engine.start_options(seed)`, a start drawn from the seed anywhere on
+the level, so a dataset covers the level and not only the rooms near the player start.
+With several maps, the seed picks one (`map_of`). Everything an episode is, its map, start
+and path, follows from the seed: the same seed gives the same episode.
+
 Shape names: t time, a action width.
 """
 
@@ -18,9 +24,11 @@ from collections import Counter
 
 import numpy as np
 
-from ..camera import ACTION_FIELDS, ACTION_WIDTH, wrap_degrees
+from ..camera import ACTION_FIELDS, ACTION_WIDTH, heading_from_pose, wrap_degrees
+from ..config import STARTS
 from ..engines import Engine, Event, make_engine
-from ..engines.policies import POLICIES, make_policy, with_events
+from ..engines.coverage import coverage
+from ..engines.policies import MIX_SCHEDULE, POLICIES, make_policy, with_events
 from .schema import Episode, make_meta, prompts_from_steps
 from .store import EpisodeStore
 
@@ -55,10 +63,45 @@ def _episode_end_error(engine: Engine) -> tuple[type, ...]:
     return (error,) if isinstance(error, type) else ()
 
 
-def _play(engine: Engine, player, seed: int, frames: int, callback) -> tuple[list, list, list,
-                                                                          list, str | None]:
+def _check_start(start: str) -> str:
+    if start not in STARTS:
+        raise ValueError(f"unknown start {start!r}; expected one of {STARTS}")
+    return start
+
+
+def _check_policy(policy: str) -> str:
+    if policy != "mix" and policy not in POLICIES:
+        raise ValueError(f"unknown policy {policy!r}; expected one of {sorted(POLICIES)} "
+                         f"or 'mix'")
+    return policy
+
+
+def map_of(seed: int, maps: tuple[str, ...]) -> str:
+    """The map episode `seed` plays: consecutive seeds take the maps in turn, shifted by one
+    every len(MIX_SCHEDULE) seeds, so that with policy "mix" every policy visits every map
+    (seed % len(maps) alone would never send turn_around to MAP01 of two maps)."""
+    cycle = len(MIX_SCHEDULE)
+    return maps[(seed % cycle + seed // cycle) % len(maps)]
+
+
+def _reset_options(engine: Engine, seed: int, start: str, map: str | None) -> dict:
+    """The `engine.reset` options of an episode: `map` if given (an engine with maps has a
+    `map` attribute, DOOM's), and for a random start `engine.start_options(seed)` there."""
+    if map is not None and not hasattr(engine, "map"):
+        raise ValueError(f"map {map!r} given, but the {engine.name!r} engine has no maps")
+    options = {} if map is None else {"map": map}
+    if _check_start(start) == "random":
+        if not hasattr(engine, "start_options"):
+            raise ValueError(f"start 'random' needs an engine with start_options(seed); "
+                             f"{engine.name!r} has none, use start 'player'")
+        options.update(engine.start_options(seed, **options))
+    return options
+
+
+def _play(engine: Engine, player, seed: int, frames: int, options: dict,
+          callback) -> tuple[list, list, list, list, str | None]:
     """(observations, actions, prompts, events, why it ended early or None)."""
-    obs = engine.reset(seed=seed)
+    obs = engine.reset(seed=seed, **options)
     observations, actions, prompts = [obs], [np.zeros(ACTION_WIDTH, np.float32)], [None]
     events = [Event(e.name, e.text, 0) for e in obs.events]
     for i in range(1, frames):
@@ -78,25 +121,31 @@ def _play(engine: Engine, player, seed: int, frames: int, callback) -> tuple[lis
 
 
 def record_with(engine: Engine, seed: int, frames: int, policy: str = "mix",
-                event_rate: float = 0.0, callback=None) -> Episode:
+                event_rate: float = 0.0, callback=None, *, start: str = "player",
+                map: str | None = None) -> Episode:
     """Play `frames - 1` steps of `policy` on an open engine from `engine.reset(seed)`.
 
-    If the game ends early (DOOM: the player died) the episode is shorter and meta
-    `ended` says why. `callback(step, obs)` is called after every frame.
+    `start` "random" starts at `engine.start_options(seed)`; `map` (engines with maps)
+    switches the engine to it first. Meta records `start`, `map` and `start_pose`
+    [x, y, yaw] of frame 0. If the game ends early (DOOM: the player died) the episode is
+    shorter and meta `ended` says why. `callback(step, obs)` is called after every frame.
     """
     if not (isinstance(frames, int) and frames >= 1):
         raise ValueError(f"frames must be a positive integer, got {frames!r}")
-    player = make_policy(policy, seed)
+    player = make_policy(_check_policy(policy), seed)
+    options = _reset_options(engine, seed, start, map)
     if event_rate > 0:
         player = with_events(player, engine.events, event_rate, seed)
     player.reset(seed, frames - 1)
     observations, actions, prompts, events, ended = _play(engine, player, seed, frames,
-                                                          callback)
+                                                          options, callback)
     stack = lambda k: np.stack([getattr(o, k) for o in observations])  # noqa: E731
     instance = None if observations[0].instance is None else stack("instance").astype(np.int32)
+    position, yaw, _ = heading_from_pose(observations[0].c2w)
     meta = make_meta(engine.name, game_fps(engine), map=getattr(engine, "map", None),
                      seed=seed, policy=player.name, size=int(observations[0].rgb.shape[0]),
-                     event_rate=event_rate, ended=ended)
+                     event_rate=event_rate, ended=ended, start=start,
+                     start_pose=[float(position[0]), float(position[1]), float(yaw)])
     scene = SCENES.get(engine.name, engine.name)
     return Episode(rgb=stack("rgb"), depth=stack("depth").astype(np.float32),
                    c2w=stack("c2w").astype(np.float64), K=stack("K").astype(np.float64),
@@ -106,11 +155,12 @@ def record_with(engine: Engine, seed: int, frames: int, policy: str = "mix",
 
 
 def record_episode(engine_name: str, seed: int, frames: int, size: int, policy: str = "mix",
-                   event_rate: float = 0.0, **engine_opts) -> Episode:
-    """Open an engine, record one episode, close the engine."""
+                   event_rate: float = 0.0, *, start: str = "player", map: str | None = None,
+                   **engine_opts) -> Episode:
+    """Open an engine, record one episode (`record_with`), close the engine."""
     engine = make_engine(engine_name, size=size, **engine_opts)
     try:
-        return record_with(engine, seed, frames, policy, event_rate)
+        return record_with(engine, seed, frames, policy, event_rate, start=start, map=map)
     finally:
         engine.close()
 
@@ -135,31 +185,37 @@ def _exit_worker(signum, frame) -> None:
 
 
 def _record_seed(job: tuple) -> tuple[int, Episode]:
-    seed, frames, policy, event_rate = job
-    return seed, record_with(_WORKER["engine"], seed, frames, policy, event_rate)
+    seed, frames, policy, event_rate, start, map = job
+    return seed, record_with(_WORKER["engine"], seed, frames, policy, event_rate,
+                             start=start, map=map)
 
 
 def record_many(store: EpisodeStore, engine_name: str, seeds: list[int], frames: int,
                 size: int, policy: str = "mix", event_rate: float = 0.0, workers: int = 1,
-                callback=None, overwrite: bool = False, **engine_opts) -> list[str]:
+                callback=None, overwrite: bool = False, *, start: str = "player",
+                maps: tuple[str, ...] | None = None, **engine_opts) -> list[str]:
     """Record one episode per seed into `store` as `<engine>-<seed>`; return the ids.
 
-    Unless `overwrite`, fails before recording anything if one of the ids exists.
-    `callback(id)` after each write. Workers are forked (not spawned: `python -m worldlab`
-    is not import-safe as a main module, and forking skips re-importing torch in every
-    worker).
+    `start` as in `record_with`; with `maps` (engines with maps), seed s plays
+    `map_of(s, maps)`. Unless `overwrite`, fails before recording anything if one of the
+    ids exists. `callback(id)` after each write. Workers are forked (not spawned: `python
+    -m worldlab` is not import-safe as a main module, and forking skips re-importing torch
+    in every worker).
     """
     if not (isinstance(workers, int) and workers >= 1):
         raise ValueError(f"workers must be a positive integer, got {workers!r}")
-    if policy != "mix" and policy not in POLICIES:
-        raise ValueError(f"unknown policy {policy!r}; expected one of {sorted(POLICIES)} "
-                         f"or 'mix'")
+    _check_policy(policy)
+    _check_start(start)
+    if maps is not None and (isinstance(maps, str) or not maps
+                             or not all(isinstance(m, str) and m for m in maps)):
+        raise ValueError(f"maps must be a non-empty tuple of map names, got {maps!r}")
     ids = [f"{engine_name}-{s:06d}" for s in seeds]
     taken = [i for i in ids if store.path(i).exists()]
     if taken and not overwrite:
         raise ValueError(f"episode {taken[0]!r} already exists in {store.root}; choose "
                          f"another --seed or --out")
-    jobs = [(s, frames, policy, event_rate) for s in seeds]
+    jobs = [(s, frames, policy, event_rate, start, None if maps is None else map_of(s, maps))
+            for s in seeds]
     if workers == 1:
         _init_worker(engine_name, size, engine_opts)
         try:
@@ -215,6 +271,24 @@ def dataset_stats(store: EpisodeStore, **revisit) -> dict:
     return {"actions": np.concatenate(actions) if actions else np.zeros((0, ACTION_WIDTH)),
             "fields": ACTION_FIELDS, "revisited_frames": revisits,
             "policies": dict(policies), "events": dict(events)}
+
+
+def level_coverage(store: EpisodeStore, engine, radius_m: float = 1.0) -> dict[str, dict]:
+    """Per map of an engine with a reachable area (DOOM): the positions the store's episodes
+    visited (n, 2) metres, the map's `area` and the coverage report (`engines.coverage`:
+    `share_of_reachable_area`, ...). An episode's map comes from its meta."""
+    if not hasattr(engine, "reachable_area"):
+        raise ValueError(f"engine {engine.name!r} has no reachable area; expected one with "
+                         f"reachable_area(map), e.g. doom")
+    visited: dict[str, list] = {}
+    for i in store.ids():
+        ep = store.read(i)
+        visited.setdefault(ep.meta.get("map") or engine.map, []).append(ep.c2w[:, :2, 3])
+    out = {}
+    for name, parts in sorted(visited.items()):
+        area, xy = engine.reachable_area(name), np.concatenate(parts)
+        out[name] = {"area": area, "positions": xy, **coverage(area, xy, radius_m)}
+    return out
 
 
 def format_index(store: EpisodeStore) -> str:

@@ -1,6 +1,7 @@
 """The world model and the pieces it is made of:
 
     autoencoder   frames <-> latents (a small diffusers AutoencoderKL, per frame)
+    discriminator a patch critic that keeps the autoencoder's textures sharp (training only)
     dit           the chunk-causal DiT with a KV cache (`WorldModel`)
     conditioning  flow time, relative camera pose, actions, text -> AdaLN / cross-attention
     textenc       prompts -> embeddings, offline; the structured caption table
@@ -11,10 +12,11 @@ Training lives in `worldlab.train`; a packaged world on disk in `worldlab.pretra
 
 from .autoencoder import VideoAutoencoder, frames_to_tensor, tensor_to_frames
 from .conditioning import relative_pose_features
+from .discriminator import PatchDiscriminator
 from .dit import KVCache, WorldModel, block_causal_mask
 from .sampler import rollout, sample_chunk
 from .textenc import CaptionTable, TextEncoder, check_prompt
 
 __all__ = ["VideoAutoencoder", "frames_to_tensor", "tensor_to_frames", "WorldModel",
-           "KVCache", "block_causal_mask", "relative_pose_features", "rollout",
-           "sample_chunk", "CaptionTable", "TextEncoder", "check_prompt"]
+           "KVCache", "PatchDiscriminator", "block_causal_mask", "relative_pose_features",
+           "rollout", "sample_chunk", "CaptionTable", "TextEncoder", "check_prompt"]

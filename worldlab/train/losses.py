@@ -15,6 +15,7 @@ from collections.abc import Callable
 import torch
 
 from ..config import AutoencoderConfig, TrainConfig
+from ..model.discriminator import AutoencoderWithCritic
 from ..model.textenc import CaptionTable
 
 FORCINGS = ("teacher", "diffusion")
@@ -103,19 +104,97 @@ def world_model_loss(cfg: TrainConfig, chunk_frames: int, captions: CaptionTable
 # ----------------------------------------------------------------------------------------
 
 
+def reconstruction_loss(recon: torch.Tensor, kl: torch.Tensor, x: torch.Tensor,
+                        cfg: AutoencoderConfig) -> tuple[torch.Tensor, torch.Tensor, dict]:
+    """(L1 + mse_weight MSE, kl_weight KL per pixel, logs) of recon vs x (b, c, h, w)."""
+    l1 = (recon - x).abs().mean()
+    mse = (recon - x).pow(2).mean()
+    kl = kl.mean() / x[0].numel()  # per pixel, so kl_weight does not depend on size
+    logs = {"l1": l1.item(), "mse": mse.item(), "kl": kl.item()}
+    return l1 + cfg.mse_weight * mse, cfg.kl_weight * kl, logs
+
+
 def autoencoder_loss(cfg: AutoencoderConfig) -> Callable:
     """loss_fn(model, batch, generator) -> (loss, logs) for `fit`.
 
     L1 (sharp edges) + `mse_weight` MSE (what PSNR measures) + `kl_weight` KL: the KL is
     tiny on purpose, it only keeps the latent scale from drifting; the posterior sample
     (not the mode) makes the decoder robust to small latent errors of the world model.
+    The disc_* fields are not read here: the GAN loss is `autoencoder_gan_loss`.
     """
     def loss_fn(model, batch: dict, generator: torch.Generator):
         x = batch["frames"]  # (b, c, h, w)
         recon, kl = model(x, generator=generator)
-        l1 = (recon - x).abs().mean()
-        mse = (recon - x).pow(2).mean()
-        kl = kl.mean() / x[0].numel()  # per pixel, so kl_weight does not depend on size
-        loss = l1 + cfg.mse_weight * mse + cfg.kl_weight * kl
-        return loss, {"l1": l1.item(), "mse": mse.item(), "kl": kl.item()}
+        rec, kl_term, logs = reconstruction_loss(recon, kl, x, cfg)
+        return rec + kl_term, logs
+    return loss_fn
+
+
+# ----------------------------------------------------------------------------------------
+# The autoencoder's adversarial terms (hinge GAN with a patch critic)
+# ----------------------------------------------------------------------------------------
+
+ADAPTIVE_EPS, ADAPTIVE_MAX = 1e-4, 1e4  # latent-diffusion's guard and clamp
+
+
+def hinge_d_loss(real: torch.Tensor, fake: torch.Tensor) -> torch.Tensor:
+    """Discriminator hinge loss: mean(relu(1 - D(real))) + mean(relu(1 + D(fake))).
+
+    0 once every real logit is >= 1 and every fake one <= -1: a critic that is sure
+    stops learning, which keeps it from overpowering the autoencoder.
+    """
+    return torch.relu(1.0 - real).mean() + torch.relu(1.0 + fake).mean()
+
+
+def hinge_g_loss(fake: torch.Tensor) -> torch.Tensor:
+    """Generator loss: -mean(D(fake)), lower when the critic finds the fakes more real."""
+    return -fake.mean()
+
+
+def adaptive_weight(rec: torch.Tensor, gen: torch.Tensor, last_layer: torch.Tensor
+                    ) -> torch.Tensor:
+    """||d rec / d W|| / (||d gen / d W|| + 1e-4), clamped to [0, 1e4], without gradient.
+
+    W is the decoder's last layer (latent-diffusion / taming). Scaling the generator loss
+    by this ratio makes its pull on the decoder as strong as the reconstruction's whatever
+    the critic's logit scale is, which drifts as the critic trains: a fixed weight would
+    need retuning per preset and per run.
+    """
+    g_rec = torch.autograd.grad(rec, last_layer, retain_graph=True)[0]
+    g_gen = torch.autograd.grad(gen, last_layer, retain_graph=True)[0]
+    ratio = g_rec.norm() / (g_gen.norm() + ADAPTIVE_EPS)
+    return ratio.clamp(0.0, ADAPTIVE_MAX).detach()
+
+
+def autoencoder_gan_loss(cfg: AutoencoderConfig) -> Callable:
+    """loss_fn(model, batch, generator) -> (loss, logs) for `fit` on an
+    `AutoencoderWithCritic`: rec + KL + w * L_G + L_D, summed for one backward pass.
+
+    rec + KL is `autoencoder_loss`'s. L_D (`hinge_d_loss` on real frames and detached
+    reconstructions) trains the critic from step 0, so it already tells real from blurry
+    when the autoencoder starts listening to it. L_G (`hinge_g_loss` through the frozen
+    critic) joins after `disc_start` steps of warm-up, with w = disc_weight * the adaptive
+    weight; before that its weight is exactly 0 and it is not even computed. Which term
+    reaches which network: `AutoencoderWithCritic`. Logs the same keys at every step.
+    """
+    def loss_fn(model, batch: dict, generator: torch.Generator):
+        core = getattr(model, "module", model)  # under DDP the pair sits inside `module`
+        if not isinstance(core, AutoencoderWithCritic):
+            raise ValueError(f"autoencoder_gan_loss trains an AutoencoderWithCritic, got "
+                             f"{type(core).__name__}")
+        x = batch["frames"]  # (b, c, h, w)
+        adversarial = int(core.step) >= cfg.disc_start  # read before this pass counts
+        out = model(x, generator=generator, adversarial=adversarial)
+        rec, kl_term, logs = reconstruction_loss(out["recon"], out["kl"], x, cfg)
+        d_loss = hinge_d_loss(out["real"], out["fake"])
+        loss = rec + kl_term + d_loss
+        g_loss = weight = torch.zeros((), device=x.device)
+        if adversarial:
+            g_loss = hinge_g_loss(out["gen"])
+            weight = cfg.disc_weight * adaptive_weight(rec, g_loss, core.last_layer)
+            loss = loss + weight * g_loss
+        logs.update(d_loss=d_loss.item(), g_loss=g_loss.item(), adv_weight=weight.item(),
+                    real_logit=out["real"].mean().item(),
+                    fake_logit=out["fake"].mean().item())
+        return loss, logs
     return loss_fn

@@ -26,11 +26,12 @@ from ..episodes import EpisodeClips, EpisodeStore, LatentCache, collate_clips, l
 from ..loading import load_module
 from ..model.autoencoder import (VideoAutoencoder, encode_store, evaluate_autoencoder,
                                  fit_latent_scale, frames_to_tensor)
+from ..model.discriminator import AutoencoderWithCritic, PatchDiscriminator
 from ..model.dit import WorldModel
 from ..model.textenc import CaptionTable
 from ..pretrained import CAPTIONS_FILE, package_world
 from .checkpoints import load_weights, save_model_dir
-from .losses import autoencoder_loss, world_model_loss
+from .losses import autoencoder_gan_loss, autoencoder_loss, world_model_loss
 from .loop import fit, make_accelerator, steps_for_budget
 
 LATENT_SCALE_FRAMES, HELD_OUT_FRAMES = 2048, 1024  # frames measured after training
@@ -94,10 +95,24 @@ def autoencoder_train_config(cfg: AutoencoderConfig, **overrides: Any) -> TrainC
 @dataclass
 class AutoencoderRun:
     model: VideoAutoencoder  # trained, latents normalised (`fit_latent_scale`), eval mode
-    scores: dict  # held-out reconstruction: psnr (dB), ssim
+    scores: dict  # held-out reconstruction: psnr (dB), ssim, sharpness_ratio, colour_distance
     train_ids: list[str]
     held_ids: list[str]
     state: dict  # fit's last state: step, loss, lr, ...
+    discriminator: PatchDiscriminator | None = None  # the critic, when cfg.disc_weight > 0
+
+
+def autoencoder_trainee(cfg: AutoencoderConfig, seed: int
+                        ) -> tuple[VideoAutoencoder, torch.nn.Module, Callable]:
+    """(autoencoder, what `fit` trains, its loss_fn): the autoencoder alone with
+    `autoencoder_loss`, or with cfg.disc_weight > 0 wrapped with a fresh critic
+    (`AutoencoderWithCritic`) with `autoencoder_gan_loss`. The autoencoder's initial
+    weights depend on `seed` alone, so runs with and without the critic start alike."""
+    ae = seeded(lambda: VideoAutoencoder.from_config_dataclass(cfg), seed)
+    if cfg.disc_weight == 0:
+        return ae, ae, autoencoder_loss(cfg)
+    critic = seeded(lambda: PatchDiscriminator.from_config_dataclass(cfg), seed)
+    return ae, AutoencoderWithCritic(ae, critic), autoencoder_gan_loss(cfg)
 
 
 def autoencoder(store, cfg: AutoencoderConfig, out=None, *, holdout: float = 0.1,
@@ -107,23 +122,26 @@ def autoencoder(store, cfg: AutoencoderConfig, out=None, *, holdout: float = 0.1
     """Train the autoencoder on every frame of a store's episodes but the held-out last
     `holdout` share; normalise its latents; score reconstructions of held-out frames.
 
-    `minutes` replaces cfg.steps by the count that fits (timed first). With `out`:
-    checkpoints (resumable), `out/model` (the final weights) and `out/metrics.json`.
+    With cfg.disc_weight > 0 it trains against a patch discriminator (see
+    `autoencoder_gan_loss`). `minutes` replaces cfg.steps by the count that fits (timed on
+    the first steps; with the GAN those are the cheaper warm-up ones, so it runs longer).
+    With `out`: checkpoints (resumable), `out/model` (the final autoencoder, alone),
+    `out/discriminator` (with the GAN) and `out/metrics.json`.
     """
     store = _store(store)
     train_ids, held_ids = split_episodes(store.ids(), holdout)
     rgb, depth = load_frames(store, train_ids, cfg.depth_channel)
     tc = autoencoder_train_config(cfg)
-    ae = seeded(lambda: VideoAutoencoder.from_config_dataclass(cfg), tc.seed)
-    data, loss_fn = FrameDataset(rgb, depth), autoencoder_loss(cfg)
-    acc = make_accelerator(tc, device)
+    ae, trainee, loss_fn = autoencoder_trainee(cfg, tc.seed)
+    data, acc = FrameDataset(rgb, depth), make_accelerator(tc, device)
     if minutes:
         tc = autoencoder_train_config(
-            cfg, steps=steps_for_budget(ae, data, tc, loss_fn, minutes, acc))
+            cfg, steps=steps_for_budget(trainee, data, tc, loss_fn, minutes, acc))
     if on_start is not None:
-        on_start({"parameters": _n_params(ae), "frames": len(rgb), "episodes": len(train_ids),
-                  "steps": tc.steps})
-    state = fit(ae, data, tc, loss_fn, callbacks=callbacks, out_dir=out, resume=resume,
+        critic_size = _n_params(trainee) - _n_params(ae)  # 0 without the GAN
+        on_start({"parameters": _n_params(ae), "critic_parameters": critic_size,
+                  "frames": len(rgb), "episodes": len(train_ids), "steps": tc.steps})
+    state = fit(trainee, data, tc, loss_fn, callbacks=callbacks, out_dir=out, resume=resume,
                 accelerator=acc)
     ae.eval()
     n = LATENT_SCALE_FRAMES
@@ -132,10 +150,13 @@ def autoencoder(store, cfg: AutoencoderConfig, out=None, *, holdout: float = 0.1
     n = HELD_OUT_FRAMES
     scores = evaluate_autoencoder(ae, frames_to_tensor(
         held_rgb[:n], None if held_depth is None else held_depth[:n]))
-    if out is not None:
+    critic = trainee.discriminator if trainee is not ae else None
+    if out is not None:  # fit saved what it trained as out/model: the autoencoder replaces it
         save_model_dir(ae, Path(out) / "model")
+        if critic is not None:
+            save_model_dir(critic, Path(out) / "discriminator")
         atomic_write_json(Path(out) / "metrics.json", scores)
-    return AutoencoderRun(ae, scores, train_ids, held_ids, state)
+    return AutoencoderRun(ae, scores, train_ids, held_ids, state, critic)
 
 
 # ----------------------------------------------------------------------------------------
