@@ -1,4 +1,5 @@
-"""`python -m worldlab eval --suite quick`: score a world against the engine's own frames.
+"""`python -m worldlab eval --suite quick | autoencoder`: score a world against the
+engine's own frames (`--start random --maps MAP01,MAP04`: held-out starts over whole maps).
 
 Held-out episodes are recorded fresh from seeds the training data never used
 (`protocols.HELDOUT_SEED`); the table is printed and every number written to
@@ -11,43 +12,72 @@ from pathlib import Path
 
 import torch
 
+from ..config import STARTS
 from ..paths import RUNS
 from ..pretrained import DEFAULT_WORLD, load_world, resolve_checkpoint
-from .protocols import HELDOUT_SEED, heldout_episodes, quick_suite
-from .report import print_quick, write_json
+from .protocols import HELDOUT_SEED, autoencoder_scores, heldout_episodes, quick_suite
+from .report import print_quick, print_table, write_json
 
 
-def _cli(args) -> int:
+def _episodes(args, world, frames: int) -> list:
+    engine = args.engine or world.config.data.engine
+    maps = tuple(m for m in args.maps.replace("+", ",").split(",") if m) if args.maps else None
+    return heldout_episodes(engine, args.episodes, frames, world.size, seed=args.seed,
+                            start=args.start, maps=maps)
+
+
+def _quick(args, world) -> tuple[dict, list]:
     from tqdm.auto import tqdm
 
-    torch.set_num_threads(args.threads)
-    world = load_world(resolve_checkpoint(args.checkpoint), device=args.device,
-                       subfolder=args.weights)
-    engine = args.engine or world.config.data.engine
     f = world.chunk_frames
-    episodes = heldout_episodes(engine, args.episodes, f * (1 + args.horizon // f) + f,
-                                world.size, seed=args.seed)
+    episodes = _episodes(args, world, f * (1 + args.horizon // f) + f)
     bar = tqdm(total=3, desc="quick suite", unit="protocol")
     result = quick_suite(world, episodes, args.horizon, args.starts,
                          progress=lambda name: (bar.set_postfix_str(name), bar.update()))
     bar.close()
-    result.update(checkpoint=str(args.checkpoint), weights=args.weights, engine=engine,
+    print_quick(result)
+    return result, episodes
+
+
+def _autoencoder(args, world) -> tuple[dict, list]:
+    episodes = _episodes(args, world, args.frames)
+    result = autoencoder_scores(world, episodes)
+    print_table([result],
+                "autoencoder reconstruction of held-out engine frames")
+    return result, episodes
+
+
+def _cli(args) -> int:
+    torch.set_num_threads(args.threads)
+    world = load_world(resolve_checkpoint(args.checkpoint), device=args.device,
+                       subfolder=args.weights)
+    result, episodes = (_quick if args.suite == "quick" else _autoencoder)(args, world)
+    result.update(checkpoint=str(args.checkpoint), weights=args.weights,
+                  engine=args.engine or world.config.data.engine,
                   episodes={"count": len(episodes),
                             "seeds": [args.seed, args.seed + len(episodes)],
-                            "frames": len(episodes[0]), "policy": "mix"},
+                            "frames": len(episodes[0]), "policy": "mix",
+                            "start": args.start, "maps": args.maps},
                   threads=args.threads, device=str(world.device))
-    print_quick(result)
     print(f"wrote {write_json(Path(args.out) / f'{args.suite}.json', result)}")
     return 0
 
 
 def configure_cli(parser) -> None:
-    parser.add_argument("--suite", default="quick", choices=["quick"])
+    parser.add_argument("--suite", default="quick", choices=["quick", "autoencoder"],
+                        help="quick: next chunk, drift, controls, runtime; autoencoder: "
+                             "reconstruction PSNR, SSIM, sharpness and colour")
     parser.add_argument("--checkpoint", default=str(DEFAULT_WORLD),
                         help="world directory (relative paths from the repository root)")
     parser.add_argument("--weights", default="world", help="subfolder: world | ema")
     parser.add_argument("--engine", default=None, help="default: the engine it was trained on")
     parser.add_argument("--episodes", type=int, default=8, help="held-out episodes")
+    parser.add_argument("--start", default="player", choices=STARTS,
+                        help="player: the level's start; random: over the reachable level")
+    parser.add_argument("--maps", default=None,
+                        help="doom maps, comma-separated; episode k plays map k mod count")
+    parser.add_argument("--frames", type=int, default=64,
+                        help="frames per held-out episode (autoencoder suite)")
     parser.add_argument("--horizon", type=int, default=32, help="open-loop rollout frames")
     parser.add_argument("--starts", type=int, default=4, help="next-chunk starts per episode")
     parser.add_argument("--seed", type=int, default=HELDOUT_SEED)

@@ -31,6 +31,7 @@ import torch
 from ..camera import ACTION_FIELDS, invert_pose
 from ..episodes import CHARACTER, SCENES, record_episode
 from ..metrics import frame_psnr, frame_ssim
+from ..model.autoencoder import evaluate_autoencoder, frames_to_tensor
 from ..model.sampler import rollout, sample_chunk
 from ..pretrained import World
 from .baselines import repeat_baseline, warp_baseline
@@ -158,10 +159,21 @@ def runtime(world: World, chunks: int = 50, steps: int | None = None) -> dict:
 
 
 def heldout_episodes(engine: str, n: int, frames: int, size: int, policy: str = "mix",
-                     seed: int = HELDOUT_SEED, **engine_opts) -> list:
-    """Fresh episodes from seeds the training recordings never use."""
-    return [record_episode(engine, seed + k, frames, size, policy, **engine_opts)
+                     seed: int = HELDOUT_SEED, start: str = "player",
+                     maps: tuple[str, ...] | None = None, **engine_opts) -> list:
+    """Fresh episodes from seeds the training recordings never use; `start="random"` draws
+    each start over the whole reachable level, episode k plays maps[k % len(maps)]."""
+    return [record_episode(engine, seed + k, frames, size, policy, start=start,
+                           map=None if not maps else maps[k % len(maps)], **engine_opts)
             for k in range(n)]
+
+
+@torch.no_grad()
+def autoencoder_scores(world: World, episodes, max_frames: int = 1024) -> dict:
+    """The world's autoencoder on the episodes' frames (the first `max_frames`): psnr, ssim,
+    sharpness_ratio and colour_distance against the engine (`evaluate_autoencoder`)."""
+    rgb = np.concatenate([ep.rgb for ep in episodes])[:max_frames]  # (n, h, w, 3)
+    return {**evaluate_autoencoder(world.ae, frames_to_tensor(rgb)), "frames": len(rgb)}
 
 
 def quick_suite(world: World, episodes, horizon: int = 32, starts_per_episode: int = 4,
