@@ -135,3 +135,17 @@ def test_level_coverage_of_a_store_per_map(tmp_path):
             level_coverage(store, proc)
     finally:
         proc.close()
+
+
+def test_a_world_trained_on_random_starts_says_so(tmp_path):
+    """store.describe() (what the world recipe writes into world_config.json) carries the
+    start kind and the monster mode the episodes were recorded with."""
+    from worldlab.train.recipes import trained_on
+
+    store = EpisodeStore(tmp_path / "s")
+    record_many(store, "doom", [0, 1], 8, 32, "random_walk", start="random",
+                monsters="invulnerable")
+    described = store.describe()
+    assert (described["start"], described["monsters"]) == ("random", "invulnerable")
+    cfg = trained_on(make_config("tiny"), store, store.ids())
+    assert (cfg.data.start, cfg.data.monsters, cfg.data.episodes) == ("random", "invulnerable", 2)

@@ -95,7 +95,8 @@ def test_store_write_read_index(tmp_path):
     assert ids == ["000000", "000001", "000002"] == store.ids()
     assert store.index["000001"] == {"id": "000001", "frames": 8, "size": [8, 8],
                                      "engine": "synthetic", "map": None, "policy": "straight",
-                                     "seed": 1, "event_rate": None, "events": ["summon_monster"],
+                                     "seed": 1, "event_rate": None, "start": None,
+                                     "monsters": None, "events": ["summon_monster"],
                                      "has_depth": True}
     _same(store.read("000002"), make_episode(seed=2))
 
@@ -106,7 +107,7 @@ def test_store_describe_is_what_a_world_was_trained_on(tmp_path):
         store.write(make_episode(t=8 + 4 * s, seed=s))
     assert store.describe() == {"engine": "synthetic", "map": "None", "size": 8,
                                 "episodes": 3, "frames": 16, "policy": "straight",
-                                "event_rate": None}
+                                "event_rate": None, "start": None, "monsters": None}
     assert store.describe(["000000"])["frames"] == 8
     with pytest.raises(ValueError, match="'nope' is not indexed"):
         store.describe(["nope"])

@@ -145,6 +145,7 @@ def record_with(engine: Engine, seed: int, frames: int, policy: str = "mix",
     meta = make_meta(engine.name, game_fps(engine), map=getattr(engine, "map", None),
                      seed=seed, policy=player.name, size=int(observations[0].rgb.shape[0]),
                      event_rate=event_rate, ended=ended, start=start,
+                     monsters=getattr(engine, "monsters", None),
                      start_pose=[float(position[0]), float(position[1]), float(yaw)])
     scene = SCENES.get(engine.name, engine.name)
     return Episode(rgb=stack("rgb"), depth=stack("depth").astype(np.float32),

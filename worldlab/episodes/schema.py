@@ -164,7 +164,8 @@ class Episode:
         m = self.meta
         return {"frames": len(self), "size": list(self.size), "engine": m.get("engine"),
                 "map": m.get("map"), "policy": m.get("policy"), "seed": m.get("seed"),
-                "event_rate": m.get("event_rate"), "events": [e.name for e in self.events],
+                "event_rate": m.get("event_rate"), "start": m.get("start"),
+                "monsters": m.get("monsters"), "events": [e.name for e in self.events],
                 "has_depth": self.depth is not None}
 
 

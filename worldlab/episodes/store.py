@@ -171,7 +171,8 @@ class EpisodeStore:
     def describe(self, ids: list[str] | None = None) -> dict:
         """What episodes `ids` (default: all) are, in `config.DataConfig` fields, from the
         index: engine and map ("+"-joined if several), size, episode count, frames (the
-        longest), policy ("mix" if several) and event_rate (None where the index predates it)."""
+        longest), policy ("mix" if several), and event_rate, start and monsters (each None
+        where the episodes differ or the index predates the field)."""
         index = self.index
         ids = self.ids() if ids is None else list(ids)
         missing = [i for i in ids if i not in index]
@@ -185,11 +186,11 @@ class EpisodeStore:
                              f"{sorted(sizes)}")
         joined = lambda k: "+".join(sorted({str(e.get(k)) for e in entries}))  # noqa: E731
         policies = {str(e.get("policy")).removesuffix("+events") for e in entries}
-        rates = {e.get("event_rate") for e in entries}
         return {"engine": joined("engine"), "map": joined("map"), "size": sizes.pop()[0],
                 "episodes": len(ids), "frames": max(e["frames"] for e in entries),
                 "policy": policies.pop() if len(policies) == 1 else "mix",
-                "event_rate": rates.pop() if len(rates) == 1 else None}
+                "event_rate": _shared(entries, "event_rate"),
+                "start": _shared(entries, "start"), "monsters": _shared(entries, "monsters")}
 
     def next_id(self) -> str:
         """The id an automatic `write` takes now (another writer may take it first: only
@@ -271,3 +272,9 @@ class EpisodeStore:
             for i in sorted(set(index) - set(ids) - set(pending)):
                 problems[i] = "in index.json but the file is missing"
         return problems
+
+
+def _shared(entries: list[dict], key: str):
+    """The value every index entry has for `key`, or None if they differ or lack it."""
+    values = {entry.get(key) for entry in entries}
+    return values.pop() if len(values) == 1 else None
