@@ -91,22 +91,28 @@ def check_tensors(expected: dict[str, torch.Tensor], found: dict[str, torch.Tens
                              f"{want.dtype}")
 
 
+def read_model_config(model_dir: Path) -> dict:
+    """The config.json object of a save_pretrained directory; errors name the file."""
+    config_file = Path(model_dir) / "config.json"
+    config = read_json(config_file, "model config")
+    if not isinstance(config, dict):
+        raise ValueError(f"model config {config_file} must be a JSON object, got "
+                         f"{type(config).__name__}")
+    return config
+
+
 def load_module(cls, model_dir: Path):
     """A save_pretrained directory -> a `cls` model in eval mode, in the file's dtype. Its
     config.json builds a skeleton on the meta device (no memory, no draw from the torch
     RNG) and every tensor is checked against it before any is used."""
     model_dir = Path(model_dir)
-    config_file = model_dir / "config.json"
-    config = read_json(config_file, "model config")
-    if not isinstance(config, dict):
-        raise ValueError(f"model config {config_file} must be a JSON object, got "
-                         f"{type(config).__name__}")
+    config = read_model_config(model_dir)
     try:
         with torch.device("meta"):
             model = cls.from_config(config)
     except (TypeError, ValueError, RuntimeError, ArithmeticError) as e:
-        raise ValueError(f"model config {config_file} does not describe a {cls.__name__}: "
-                         f"{e}") from None
+        raise ValueError(f"model config {model_dir / 'config.json'} does not describe a "
+                         f"{cls.__name__}: {e}") from None
     tensors, where = read_weights(model_dir)
     check_tensors(model.state_dict(), tensors, where)
     model.load_state_dict(tensors, strict=True, assign=True)  # the checked tensors, no copy

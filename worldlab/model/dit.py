@@ -30,7 +30,7 @@ from einops import rearrange
 
 from . import conditioning as cond
 from ..config import ModelConfig
-from ..loading import load_module, read_json
+from ..loading import load_module, read_model_config
 
 CONTROLS = ("pose", "action", "both")
 ROPE_BASE = 10_000.0
@@ -259,7 +259,7 @@ class WorldModel(ModelMixin, ConfigMixin):
                         ) -> "WorldModel":
         """Load a save_pretrained directory (safetensors only), checking its config first
         against what the caller expects; a mismatch raises ValueError naming the field."""
-        found = read_json(Path(path) / "config.json", "model config")
+        found = read_model_config(Path(path))
         expected = dataclasses.asdict(model_cfg) if model_cfg is not None else {}
         expected.update({k: v for k, v in (("latent_channels", latent_channels),
                                            ("latent_size", latent_size)) if v is not None})

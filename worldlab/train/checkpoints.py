@@ -35,7 +35,8 @@ import torch
 from safetensors.torch import save_file
 
 from ..atomic import atomic_dir
-from ..loading import check_tensors, read_json, read_safetensors, read_weights
+from ..loading import (check_tensors, read_json, read_model_config, read_safetensors,
+                       read_weights)
 
 CHECKPOINT_RE = re.compile(r"^step_(\d{8})$")
 STATE_KEY_RE = re.compile(r"^state\.(\d+)\.(.+)$")  # optimizer tensor: param index, name
@@ -188,14 +189,9 @@ def read_model_dir(model, model_dir: Path, ignore: tuple[str, ...] = ()
     """The tensors of a save_pretrained directory, checked against `model` (its config,
     then every tensor's name, shape and dtype) without changing it."""
     model_dir = Path(model_dir)
-    config_file = model_dir / "config.json"
-    if not config_file.is_file():
+    if not (model_dir / "config.json").is_file():
         raise ValueError(f"{model_dir} is not a save_pretrained directory (no config.json)")
-    saved = read_json(config_file, "model config")
-    if not isinstance(saved, dict):
-        raise ValueError(f"model config {config_file} must be a JSON object, got "
-                         f"{type(saved).__name__}")
-    check_config(saved, model, str(config_file), ignore)
+    check_config(read_model_config(model_dir), model, str(model_dir / "config.json"), ignore)
     tensors, where = read_weights(model_dir)
     check_tensors(model.state_dict(), tensors, where)
     return tensors
