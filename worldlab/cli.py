@@ -33,14 +33,14 @@ BENCHMARKS: dict[str, tuple[str, str]] = {
 def _bench(args) -> int:
     import torch
 
-    from .evaluate.report import write_json
+    from .atomic import atomic_write_json
 
     torch.set_num_threads(args.threads)
     module, name = BENCHMARKS[args.what]
     fn = getattr(importlib.import_module(module), name)
     data = fn(steps=args.steps) if args.what == "engines" else \
         fn(checkpoint=args.checkpoint, steps=args.steps)
-    print(f"wrote {write_json(Path(args.out) / f'{args.what}.json', data)}")
+    print(f"wrote {atomic_write_json(Path(args.out) / f'{args.what}.json', data)}")
     return 0
 
 

@@ -10,8 +10,8 @@ the `eval` command (`cli`).
 from .baselines import repeat_baseline, warp_baseline
 from .protocols import (HELDOUT_SEED, autoencoder_scores, drift, generate, heldout_episodes,
                         mirror_controls, next_chunk, quick_suite, runtime)
-from .report import print_quick, print_table, write_json
+from .report import print_quick, print_table
 
 __all__ = ["HELDOUT_SEED", "autoencoder_scores", "generate", "next_chunk", "drift",
            "runtime", "quick_suite", "heldout_episodes", "mirror_controls", "repeat_baseline",
-           "warp_baseline", "print_quick", "print_table", "write_json"]
+           "warp_baseline", "print_quick", "print_table"]

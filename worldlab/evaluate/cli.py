@@ -12,11 +12,12 @@ from pathlib import Path
 
 import torch
 
+from ..atomic import atomic_write_json
 from ..config import STARTS
 from ..paths import RUNS
 from ..pretrained import DEFAULT_WORLD, load_world, resolve_checkpoint
 from .protocols import HELDOUT_SEED, autoencoder_scores, heldout_episodes, quick_suite
-from .report import print_quick, print_table, write_json
+from .report import print_quick, print_table
 
 
 def _episodes(args, world, frames: int) -> list:
@@ -59,7 +60,7 @@ def _cli(args) -> int:
                             "frames": len(episodes[0]), "policy": "mix",
                             "start": args.start, "maps": args.maps},
                   threads=args.threads, device=str(world.device))
-    print(f"wrote {write_json(Path(args.out) / f'{args.suite}.json', result)}")
+    print(f"wrote {atomic_write_json(Path(args.out) / f'{args.suite}.json', result)}")
     return 0
 
 

@@ -1,21 +1,14 @@
-"""Reports: tables printed for people, JSON written for machines (under `runs/`).
+"""Reports: the tables printed for people.
 
-Benchmarks and the evaluation suite print through `print_table` and write through
-`write_json`; nothing here measures anything.
+Benchmarks and the evaluation suite print through `print_table` and write their JSON with
+`atomic.atomic_write_json`; nothing here measures anything.
 """
 
 from __future__ import annotations
 
-from pathlib import Path
 
 import numpy as np
 
-from ..atomic import atomic_write_json
-
-
-def write_json(path, data: dict) -> Path:
-    """Atomic JSON write (temp file + rename); returns the path."""
-    return atomic_write_json(Path(path), data)
 
 
 def print_table(rows: list[dict], title: str = "") -> None:
