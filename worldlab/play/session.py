@@ -171,21 +171,31 @@ class WorldSession:
         return self.current()
 
     def _engine_context(self, name, seed):
-        """First chunk of an engine: reset + f - 1 no-op steps. Returns rgb, poses, scene,
-        the engine (kept as twin) or None (closed)."""
+        """First chunk of an engine (`_open_engine`). Returns rgb, poses, scene, the engine
+        (kept as twin) or None (closed)."""
         if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
             raise ValueError(f"seed must be a non-negative int, got {seed!r}")
-        engine = make_engine(name, size=self.world.size)
-        try:
-            obs = [engine.reset(seed=seed)] + [engine.step(Action()) for _ in range(self.f - 1)]
-        except BaseException:
-            engine.close()
-            raise
+        engine, obs = self._open_engine(name, seed)
         if not self.use_twin:
             engine.close()
             engine = None
         return (np.stack([o.rgb for o in obs]), np.stack([o.c2w for o in obs]),
                 SCENES.get(name, name), engine)
+
+    def _open_engine(self, name: str, seed: int, log: bytes = b"", prompts=None):
+        """An engine at its first chunk (reset + f - 1 no-op steps), then through the
+        replay `log` of float64 action vectors (with `prompts` by log index); returns it and
+        the first chunk's observations. Closed again if anything fails."""
+        engine = make_engine(name, size=self.world.size)
+        try:
+            obs = [engine.reset(seed=seed)] + [engine.step(Action()) for _ in range(self.f - 1)]
+            vectors = np.frombuffer(log, np.float64).reshape(-1, ACTION_WIDTH)
+            for i, vec in enumerate(vectors):
+                engine.step(Action.from_vector(vec), (prompts or {}).get(i))
+        except BaseException:
+            engine.close()
+            raise
+        return engine, obs
 
     def _user_context(self, frames, c2w):
         rgb = np.asarray(frames)
@@ -416,18 +426,8 @@ class WorldSession:
 
     def _replay(self, state: SessionState):
         """A fresh engine brought to the state's step by replaying its log."""
-        engine = make_engine(state.engine_name, size=self.world.size)
-        try:
-            engine.reset(seed=state.seed)
-            for _ in range(self.f - 1):
-                engine.step(Action())
-            log = np.frombuffer(bytes(state.log), np.float64).reshape(-1, ACTION_WIDTH)
-            for i, vec in enumerate(log):
-                engine.step(Action.from_vector(vec), state.log_prompts.get(i))
-        except BaseException:
-            engine.close()
-            raise
-        return engine
+        return self._open_engine(state.engine_name, state.seed, bytes(state.log),
+                                 state.log_prompts)[0]
 
 
 def _sync(device: torch.device) -> None:
