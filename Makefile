@@ -13,14 +13,17 @@ setup: $(STAMP)
 # Jupyter refuses to run as root unless told; containers and cloud boxes often are root
 ROOT_FLAG := $(if $(filter 0,$(shell id -u)),--allow-root,)
 
-lab: setup  ## JupyterLab on the quickstart notebook
-	.venv/bin/jupyter lab notebooks/00_quickstart.ipynb $(ROOT_FLAG)
+# root_dir: the repository root is served (tutorials/, README.md and data/ open in the file
+# browser); the quickstart opens first
+lab: setup  ## JupyterLab on the repository, the quickstart notebook open
+	.venv/bin/jupyter lab --ServerApp.root_dir="$(CURDIR)" notebooks/00_quickstart.ipynb $(ROOT_FLAG)
 
 demo: setup  ## the quickstart, headless: executed copy + outputs under runs/demo/
 	$(PY) ci/run_notebooks.py --only notebooks/00_quickstart.ipynb --out runs/demo --params ci/params.yaml --profile demo
 
-test: setup  ## unit tests, then every notebook at CI sizes (executed copies in runs/ci/)
+test: setup  ## unit tests, the tutorials' stored outputs (nbval), every notebook at CI sizes
 	$(PY) -m pytest -q tests
+	$(PY) -m pytest -q --nbval tutorials/ --nbval-sanitize-with tutorials/nbval_sanitize.cfg
 	$(PY) ci/run_notebooks.py --out runs/ci --params ci/params.yaml --profile ci
 
 clean:

@@ -5,6 +5,8 @@
 
 papermill injects into each notebook's one `parameters` cell only the keys that cell
 declares. Executed copies land in --out; a notebook that raises fails the run (exit 1).
+By default it runs notebooks/ only: the tutorials keep their outputs and `make test` checks
+them with nbval (`pytest --nbval tutorials/`), which executes them already.
 """
 
 from __future__ import annotations
@@ -75,7 +77,8 @@ def main(argv=None) -> int:
     import papermill as pm
 
     sizes = load_profile(Path(args.params), args.profile)
-    paths = [Path(p).resolve() for p in args.only] if args.only else notebook_paths()
+    paths = [Path(p).resolve() for p in args.only] if args.only else \
+        [p for p in notebook_paths() if p.parent.name == "notebooks"]
     out_dir = Path(args.out)
     out_dir.mkdir(parents=True, exist_ok=True)
     timings, failed = {}, []
@@ -86,9 +89,11 @@ def main(argv=None) -> int:
         print(f"[notebooks] {path.relative_to(ROOT)} with {params}", flush=True)
         t0 = time.perf_counter()
         try:
+            # store_widget_state=False: a plotly FigureWidget's state carries plotly.js
+            # itself (~5 MB); executed copies keep the outputs, not the live widgets
             pm.execute_notebook(str(path), str(target), parameters=params,
                                 kernel_name=args.kernel, cwd=str(path.parent),
-                                progress_bar=False)
+                                progress_bar=False, store_widget_state=False)
         except Exception as e:  # papermill raises PapermillExecutionError with the cell
             failed.append(path.name)
             print(f"[notebooks] FAILED {path.name}: {e}", file=sys.stderr, flush=True)

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The world model of data/checkpoints/doom64 as shipped, trained on this repository's 2-core
+# The world model of data/checkpoints/doom64_v1 (the wave-1 default world), trained on this repository's 2-core
 # CPU on top of the GPU-trained autoencoder (data/README.md says why), in three stages:
 #   1. 5,367 steps on 240 episodes, one-chunk context                       (~58 min)
 #   2. on to step 10,367 on 720 episodes (the 240 + 480 new seeds), the cosine
@@ -14,9 +14,9 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${PY:-.venv/bin/python}
 S1=${S1:-runs/cpu} S2=${S2:-runs/cpu2} S3=${S3:-runs/cpu3}
-AE=data/checkpoints/doom64/autoencoder
+AE=data/checkpoints/doom64_v1/autoencoder
 COMMON=(--preset small --batch-size 32 --device cpu --autoencoder "$AE"
-        --captions data/checkpoints/doom64/captions.safetensors
+        --captions data/checkpoints/doom64_v1/captions.safetensors
         --set model__patch_size=2 --set model__width=192 --set model__depth=4
         --set train__forcing=teacher --set train__ema_decay=0.995)
 record() {  # record N_EPISODES OUT
@@ -50,4 +50,4 @@ if ! done_at "$S3/world" 1100; then
       --set sample__steps=16  # chosen on validation seeds 2,000,000+ (data/README.md)
 fi
 $PY -m worldlab train package --autoencoder "$AE" --world "$S3/world" \
-    --out "${PACKAGE:-data/checkpoints/doom64}"
+    --out "${PACKAGE:-data/checkpoints/doom64_v1}"

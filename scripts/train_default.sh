@@ -1,17 +1,19 @@
 #!/usr/bin/env bash
-# Reproduce the shipped default world, data/checkpoints/doom64: DOOM (freedoom2 MAP01),
-# 64x64, `small` preset. Every stage is a `python -m worldlab` command; budgets are
+# The whole single-machine recipe of a DOOM world (freedoom2 MAP01, 64x64, `small` preset)
+# from the player start: how the wave-1 world's autoencoder (data/checkpoints/doom64_v1) was
+# made. Every stage is a `python -m worldlab` command; budgets are
 # wall-clock minutes (each stage times its own steps to fit, see worldlab.train.steps_for_budget).
 #
 #   bash scripts/train_default.sh                      # defaults below
 #   EPISODES=200 AE_MINUTES=60 WORLD_MINUTES=120 bash scripts/train_default.sh   # a CPU day
 #
-# The shipped checkpoint was made with the defaults on one H200 GPU (see data/README.md).
+# doom64_v1's autoencoder was made with the defaults on one H200 GPU (see data/README.md);
+# its world model on the CPU by scripts/train_cpu_world.sh.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${PY:-python}
 RUN=${RUN:-runs/default}
-DEST=${DEST:-data/checkpoints/doom64}
+DEST=${DEST:-$RUN/package}
 WORKERS=${WORKERS:-$(nproc)}
 EPISODES=${EPISODES:-1600}
 AE_MINUTES=${AE_MINUTES:-2.0}

@@ -53,3 +53,15 @@ def no_vizdoom_outlives_the_session():
         pytest.fail(f"{len(strays)} vizdoom process(es) started by this test session "
                     f"outlived their owners: pids {[p.pid for p in strays]}; they were "
                     f"killed now (see worldlab/engines/reaper.py)", pytrace=False)
+
+
+@pytest.fixture(scope="module")
+def one_thread():
+    """Tiny tensors: one thread avoids oversubscribing a shared 2-core machine. A module
+    opts in with `pytestmark = pytest.mark.usefixtures("one_thread")`."""
+    import torch
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)

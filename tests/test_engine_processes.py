@@ -200,3 +200,39 @@ def test_watchdog_kills_only_what_it_still_guards(tmp_path):
         for p in sleepers:
             p.kill()
             p.wait()
+
+
+def test_watchdog_kills_children_still_starting_by_their_marker():
+    """An owner killed inside start() has not named its new child yet: the child carries
+    the start's marker in its environment, and the watchdog finds it by that."""
+    marker, done_marker = "1-feedface", "1-named"
+    env = {**os.environ, reaper.MARKER_VARIABLE: marker}
+    starting = subprocess.Popen(["sleep", "60"], env=env)
+    named = subprocess.Popen(["sleep", "60"], env={**os.environ,
+                                                    reaper.MARKER_VARIABLE: done_marker})
+    unmarked = subprocess.Popen(["sleep", "60"])
+    try:
+        reaper._watch([json.dumps(["?", "sleep", marker]), json.dumps(["?", "sleep", done_marker]),
+                       json.dumps(["!", done_marker])])
+        assert starting.wait(timeout=5) == -signal.SIGKILL
+        assert named.poll() is None and unmarked.poll() is None
+    finally:
+        for p in (starting, named, unmarked):
+            p.kill()
+            p.wait()
+
+
+def test_owner_killed_while_its_child_starts_takes_the_child_with_it(tmp_path):
+    """The whole path: an owner SIGKILLs itself inside start(), after the child began."""
+    pid_file = tmp_path / "child.pid"
+    code = (
+        "import os, signal, subprocess\n"
+        "from worldlab.engines import reaper\n"
+        "def start():\n"
+        "    child = subprocess.Popen(['sleep', '60'])\n"
+        f"    open({str(pid_file)!r}, 'w').write(str(child.pid))\n"
+        "    os.kill(os.getpid(), signal.SIGKILL)\n"
+        "reaper.start_guarded(start, 'sleep')\n")
+    owner = subprocess.run([sys.executable, "-c", code], timeout=60)
+    assert owner.returncode == -signal.SIGKILL
+    assert_ended([int(pid_file.read_text())])

@@ -166,7 +166,6 @@ def test_corrupt_file_names_itself_and_spares_the_rest(tmp_path, damage):
     elif damage == "garbage":
         path.write_bytes(b"not an npz at all")
     else:
-        ep = make_episode(seed=1)
         with np.load(path, allow_pickle=False) as z:
             arrays = {k: z[k] for k in z.files}
         arrays["header"] = np.frombuffer(json.dumps({"format": 99}).encode(), np.uint8)
@@ -300,3 +299,46 @@ def test_realestate10k_big_jump_leaves_zero_actions_and_bad_files_raise(tmp_path
     cam_txt.write_text("url\n1 2 3\n")
     with pytest.raises(ValueError, match="expected 19 numbers"):
         import_realestate10k(cam_txt, frames, size=8)
+
+
+def test_subset_takes_the_first_episodes_of_each_map_under_their_ids(tmp_path):
+    from worldlab.cli import main
+    from worldlab.episodes.store import subset
+
+    src = EpisodeStore(tmp_path / "src")
+    for k in range(5):  # maps in turn: A B A B A
+        ep = make_episode(seed=k)
+        ep.meta["map"] = "AB"[k % 2]
+        src.write(ep, f"ep-{k}")
+    with pytest.raises(ValueError, match="2 episodes on map 'B', 3 were asked"):
+        subset(src, tmp_path / "bad", {"A": 1, "B": 3})
+    assert not (tmp_path / "bad").exists() or not EpisodeStore(tmp_path / "bad").ids()
+    out = subset(src, tmp_path / "out", {"A": 2, "B": 1})
+    assert out.ids() == ["ep-0", "ep-1", "ep-2"]
+    assert np.array_equal(out.read("ep-2").rgb, src.read("ep-2").rgb)
+    assert subset(src, tmp_path / "out", {"A": 2, "B": 1}).ids() == out.ids()  # idempotent
+    assert main(["data", "subset", "--store", str(tmp_path / "src"), "--out",
+                 str(tmp_path / "cli"), "--per-map", "A=3"]) == 0
+    assert EpisodeStore(tmp_path / "cli").ids() == ["ep-0", "ep-2", "ep-4"]
+    with pytest.raises(SystemExit, match="MAP=COUNT"):
+        main(["data", "subset", "--store", str(tmp_path / "src"), "--out",
+              str(tmp_path / "cli2"), "--per-map", "A:3"])
+
+
+def test_load_frames_concatenates_episodes_in_order(tmp_path):
+    from worldlab.episodes import load_frames
+
+    store = EpisodeStore(tmp_path / "s")
+    eps = [make_episode(t=8, seed=0), make_episode(t=6, seed=1),
+           make_episode(t=7, seed=2, depth=False)]
+    for k, ep in enumerate(eps):
+        store.write(ep, f"e{k}")
+    rgb, depth = load_frames(store, ["e1", "e0"], depth=True)
+    assert np.array_equal(rgb, np.concatenate([eps[1].rgb, eps[0].rgb]))
+    assert np.array_equal(depth, np.concatenate([eps[1].depth, eps[0].depth]))
+    rgb, depth = load_frames(store, ["e2", "e0"])
+    assert depth is None and rgb.shape == (15, 8, 8, 3)
+    with pytest.raises(ValueError, match="'e2' has no depth"):
+        load_frames(store, ["e0", "e2"], depth=True)
+    with pytest.raises(ValueError, match="no episodes"):
+        load_frames(store, [])

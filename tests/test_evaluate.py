@@ -194,3 +194,36 @@ def test_autoencoder_suite_from_random_starts(tmp_path):
     assert r["sharpness_ratio"] > 0 and 0 <= r["colour_distance"] <= 1
     eps = wl.evaluate.heldout_episodes("procedural", 2, 4, SIZE, start="random")
     assert eps[0].meta["start"] == "random" and not np.array_equal(eps[0].c2w[0], eps[1].c2w[0])
+
+    # the same scores for the world's autoencoder scored alone (`--autoencoder DIR`)
+    alone = tmp_path / "alone"
+    assert main(["eval", "--suite", "autoencoder", "--autoencoder",
+                 str(world_dir / "autoencoder"), "--engine", "procedural", "--size", str(SIZE),
+                 "--episodes", "2", "--frames", "8", "--start", "random", "--device", "cpu",
+                 "--threads", "1", "--out", str(alone)]) == 0
+    a = json.loads((alone / "autoencoder.json").read_text())
+    assert {k: a[k] for k in ("psnr", "ssim", "frames")} == \
+        {k: r[k] for k in ("psnr", "ssim", "frames")}
+    with pytest.raises(SystemExit, match="--suite autoencoder"):
+        main(["eval", "--suite", "quick", "--autoencoder", str(world_dir / "autoencoder")])
+
+
+def test_rollout_strip_rows_are_the_engine_then_each_world(setup):
+    from worldlab.evaluate.strip import rollout_frames, rollout_strip
+
+    _, ae, episodes, _ = setup
+    worlds = {"truth": oracle_world(setup, "truth"), "repeat": oracle_world(setup, "repeat")}
+    at = (1, 8, 20)  # steps after the context chunk: frames 4, 11, 23 of the episode
+    rows = rollout_frames(worlds, episodes[0], at)
+    assert list(rows) == ["engine", "truth", "repeat"]
+    assert np.array_equal(rows["engine"], episodes[0].rgb[[4, 11, 23]])
+    recon = wl.pretrained.World(ae, None, None, torch.device("cpu")).decode(
+        ae.encode(frames_to_tensor(episodes[0].rgb[[4, 11, 23]])[None]))
+    assert np.abs(rows["truth"].astype(int) - recon).max() <= 1  # the autoencoder's ceiling
+    assert len({frame.tobytes() for frame in rows["repeat"]}) == 1  # one frame, repeated
+    strip = rollout_strip(worlds, episodes[0], at, pad=2)
+    assert strip.shape == (3 * SIZE + 2 * 2, 3 * SIZE + 2 * 2, 3)
+    with pytest.raises(ValueError, match="needs 28"):
+        rollout_frames(worlds, episodes[0], (21,))
+    with pytest.raises(ValueError, match="steps >= 1"):
+        rollout_frames(worlds, episodes[0], (0, 8))

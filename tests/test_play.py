@@ -39,13 +39,7 @@ def make_tiny_world(path, seed: int = 0):
     return path
 
 
-@pytest.fixture(scope="module", autouse=True)
-def one_thread():
-    """Tiny tensors: one thread avoids oversubscribing a shared 2-core machine."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_thread")  # tests/conftest.py
 
 
 @pytest.fixture(scope="module")
@@ -296,6 +290,15 @@ def test_script_validation_names_index_and_field(tmp_path):
     path.write_text(json.dumps({"forward": 0.2}))
     with pytest.raises(ValueError, match="non-empty JSON list"):
         load_script(path)
+
+
+def test_the_example_action_file_parses():
+    """examples/walk.json, the README's example of the `play --script` format."""
+    from worldlab.play.script import load_script
+
+    steps = load_script(wl.paths.ROOT / "examples" / "walk.json")
+    assert len(steps) == 24 and sum(p is not None for _, p in steps) == 1
+    assert steps[8][0] == Action(yaw=10.0) and steps[-1][0] == Action()
 
 
 def test_play_cli_writes_videos_and_scores(world_dir, tmp_path):

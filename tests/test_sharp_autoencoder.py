@@ -268,3 +268,60 @@ def test_disc_fields_are_validated():
                                    ("disc_channels", 0, ">= 1"), ("disc_layers", 1.5, "an int")]:
         with pytest.raises(ValueError, match=f"autoencoder.{field} must be {expected}"):
             make_config("tiny", **{f"autoencoder__{field}": value})
+
+
+def test_fine_tuning_starts_from_the_given_weights(tmp_path):
+    store = synthetic_store(tmp_path / "store", episodes=3, t=8, size=32)
+    first = recipes.autoencoder(store, tiny_cfg(steps=2), tmp_path / "a", device="cpu")
+    def gap(run):  # largest weight difference from the first run's
+        return max((a - b).abs().max().item() for a, b in zip(run.model.parameters(),
+                                                               first.model.parameters()))
+    fresh = recipes.autoencoder(store, tiny_cfg(steps=1, lr=1e-9), device="cpu")
+    tuned = recipes.autoencoder(store, tiny_cfg(steps=1, lr=1e-9), device="cpu",
+                                init=tmp_path / "a" / "model")
+
+    assert gap(tuned) < 1e-6 < 1e-4 < gap(fresh)  # one step at lr 1e-9 moves nothing
+    # with resume, the run's checkpoint wins over init: `a` is at step 2, so nothing to do
+    again = recipes.autoencoder(store, tiny_cfg(steps=2), tmp_path / "a", device="cpu",
+                                init=tmp_path / "a" / "model", resume=True)
+    assert again.state["step"] == 2 and gap(again) == 0
+    with pytest.raises(ValueError, match="block_out_channels"):  # another architecture
+        recipes.autoencoder(store, tiny_cfg(block_out_channels=(8, 16), steps=1),
+                            device="cpu", init=tmp_path / "a" / "model")
+
+
+def test_a_4x_autoencoder_starts_from_an_8x_one_minus_its_lowest_level(tmp_path):
+    store = synthetic_store(tmp_path / "store", episodes=3, t=8, size=32)
+    big = recipes.autoencoder(store, tiny_cfg(steps=2), tmp_path / "a", device="cpu").model
+    small = recipes.autoencoder(store, tiny_cfg(block_out_channels=(8, 16, 16), steps=1,
+                                                lr=1e-9),
+                                device="cpu", init=tmp_path / "a" / "model").model
+    assert (big.downsample, small.downsample) == (8, 4)
+    enc, dec = small.vae.encoder, small.vae.decoder
+    pairs = [(enc.conv_in, big.vae.encoder.conv_in),
+             (enc.down_blocks[1], big.vae.encoder.down_blocks[1]),
+             (enc.down_blocks[2].resnets, big.vae.encoder.down_blocks[2].resnets),
+             (enc.mid_block, big.vae.encoder.mid_block),
+             (dec.up_blocks[0], big.vae.decoder.up_blocks[1]),  # 16 -> 32 pixels in both
+             (dec.up_blocks[2], big.vae.decoder.up_blocks[3]), (dec.conv_out,
+                                                               big.vae.decoder.conv_out)]
+    for mine, theirs in pairs:
+        for a, b in zip(mine.parameters(), theirs.parameters(), strict=True):
+            assert (a - b).abs().max() < 1e-6
+    assert enc.down_blocks[2].downsamplers is None  # the kept last level no longer halves
+
+
+def test_decoder_only_fine_tuning_keeps_the_latents(tmp_path):
+    store = synthetic_store(tmp_path / "store", episodes=3, t=8, size=32)
+    first = recipes.autoencoder(store, tiny_cfg(steps=2), tmp_path / "a", device="cpu")
+    cfg = tiny_cfg(steps=3, lr=1e-2, train_encoder=False, disc_weight=0.5, disc_start=1)
+    tuned = recipes.autoencoder(store, cfg, device="cpu", init=tmp_path / "a" / "model")
+    x = A.frames_to_tensor(store.read(store.ids()[0]).rgb)[None]  # (1, 8, 3, 32, 32)
+    assert torch.equal(tuned.model.encode(x), first.model.encode(x))  # scale included
+    moved = [not torch.equal(a, b) for a, b in zip(tuned.model.vae.decoder.parameters(),
+                                                  first.model.vae.decoder.parameters())]
+    assert all(moved)
+    with pytest.raises(ValueError, match="start from saved weights"):
+        recipes.autoencoder(store, cfg, device="cpu")
+    with pytest.raises(ValueError, match="train_encoder must be true or false"):
+        make_config("tiny", autoencoder__train_encoder="no")

@@ -19,27 +19,40 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "train": ("worldlab.train.cli", "train the autoencoder or the world model"),
     "eval": ("worldlab.evaluate.cli", "score a checkpoint against the engine's ground truth"),
     "play": ("worldlab.play.script", "play a world headless from a scripted action file"),
-    "bench": ("worldlab.cli", "speed benchmarks: engines, model, play"),
+    "bench": ("worldlab.cli", "speed benchmarks: engines, model, play, train"),
 }
 
-# name -> (module, function(checkpoint, steps) or function(steps) -> JSON-able dict)
+# name -> (module, function(**options) -> JSON-able dict); a benchmark takes the options
+# its function has parameters for (steps, checkpoint, preset, device, ...), and no other
 BENCHMARKS: dict[str, tuple[str, str]] = {
     "engines": ("worldlab.evaluate.bench", "bench_engines"),
     "model": ("worldlab.evaluate.bench", "bench_model"),
     "play": ("worldlab.play.script", "bench_play"),
+    "train": ("worldlab.evaluate.training_speed", "bench_train"),
 }
+OPTIONS = ("steps", "checkpoint", "preset", "device", "size", "sample_steps", "data",
+           "latents", "episodes", "compile")  # bench arguments passed on when given
 
 
 def _bench(args) -> int:
+    import inspect
+
     import torch
 
     from .atomic import atomic_write_json
+    from .train.cli import parse_overrides
 
     torch.set_num_threads(args.threads)
     module, name = BENCHMARKS[args.what]
     fn = getattr(importlib.import_module(module), name)
-    data = fn(steps=args.steps) if args.what == "engines" else \
-        fn(checkpoint=args.checkpoint, steps=args.steps)
+    given = {k: getattr(args, k) for k in OPTIONS if getattr(args, k) not in (None, False)}
+    if args.set:
+        given["overrides"] = parse_overrides(args.set)
+    extra = sorted(set(given) - set(inspect.signature(fn).parameters))
+    if extra:
+        flag = "set" if extra[0] == "overrides" else extra[0].replace("_", "-")
+        raise ValueError(f"bench {args.what} does not take --{flag}")
+    data = fn(**given)
     print(f"wrote {atomic_write_json(Path(args.out) / f'{args.what}.json', data)}")
     return 0
 
@@ -53,6 +66,24 @@ def configure_cli(parser) -> None:
     parser.add_argument("--threads", type=int, default=1, help="torch threads")
     parser.add_argument("--checkpoint", default=None,
                         help="world directory (model, play; default: the shipped world)")
+    parser.add_argument("--preset", default=None,
+                        help="train: the preset to time (default small); model: time a "
+                             "fresh world of this preset instead of a checkpoint")
+    parser.add_argument("--set", action="append", default=[], metavar="SECTION__FIELD=VALUE",
+                        help="train, model: config override of the preset (repeatable)")
+    parser.add_argument("--device", default=None, help="train, model: auto | cpu | cuda")
+    parser.add_argument("--size", type=int, default=None,
+                        help="model: frame size of the fresh world (with --preset)")
+    parser.add_argument("--sample-steps", type=int, default=None,
+                        help="model: sampling steps per chunk (default: the config's)")
+    parser.add_argument("--data", default=None,
+                        help="train: episode store (default: recorded under runs/bench)")
+    parser.add_argument("--latents", default=None,
+                        help="train: latent cache of --data (missing ones are encoded)")
+    parser.add_argument("--episodes", type=int, default=None,
+                        help="train: episodes of --data to use, or to record (default 64)")
+    parser.add_argument("--compile", action="store_true",
+                        help="train: also time torch.compile")
     parser.add_argument("--out", default=str(RUNS / "bench"))
     parser.set_defaults(func=_bench)
 

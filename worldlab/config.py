@@ -70,6 +70,9 @@ class AutoencoderConfig:
     disc_start: int = 5000  # reconstruction-only steps before the adversarial term
     disc_channels: int = 32  # critic width: 0.69 M parameters at 3 layers
     disc_layers: int = 3  # stride-2 convolutions: 70x70-pixel patches at 3
+    # False: only the decoder learns, from saved weights (`train autoencoder --init`): the
+    # latents, and the world models that read them, stay valid while the frames get sharper
+    train_encoder: bool = True
 
 
 @dataclass
@@ -104,7 +107,11 @@ class TrainConfig:
     seed: int = 0
     checkpoint_every: int = 500
     keep_checkpoints: int = 3  # older step_* checkpoint directories are deleted
-    mixed_precision: str = "no"  # "no" | "bf16"
+    mixed_precision: str = "no"  # "no" | "bf16" (autocast; on a GPU only, see train.loop)
+    compile: bool = False  # torch.compile the model (inductor); worth it on a GPU
+    # recompute each block's activations in the backward pass: ~1/depth of the activation
+    # memory for ~1/3 more compute (train.hardware estimates both ways)
+    grad_checkpointing: bool = False
 
 
 @dataclass
@@ -211,7 +218,8 @@ RULES: dict[str, dict[str, tuple]] = {
                     "depth_channel": _FLAG, "kl_weight": _NONNEGATIVE,
                     "mse_weight": _NONNEGATIVE, "lr": _POSITIVE, "steps": _COUNT,
                     "batch_size": _COUNT, "disc_weight": _NONNEGATIVE,
-                    "disc_start": _INDEX, "disc_channels": _COUNT, "disc_layers": _COUNT},
+                    "disc_start": _INDEX, "disc_channels": _COUNT, "disc_layers": _COUNT,
+                    "train_encoder": _FLAG},
     "model": {"width": _COUNT, "depth": _COUNT, "heads": _COUNT, "patch_size": _COUNT,
               "chunk_frames": _COUNT, "window_chunks": _COUNT, "control": _one_of(CONTROLS),
               "action_width": _int(4),  # forward, right, yaw, pitch, then the buttons
@@ -223,7 +231,8 @@ RULES: dict[str, dict[str, tuple]] = {
               "forcing": _one_of(FORCINGS), "time_schedule": _one_of(TIME_SCHEDULES),
               "text_dropout": _FRACTION, "seed": _INDEX,  # numpy SeedSequence: >= 0
               "checkpoint_every": _COUNT, "keep_checkpoints": _INDEX,
-              "mixed_precision": _one_of(MIXED_PRECISION)},
+              "mixed_precision": _one_of(MIXED_PRECISION), "compile": _FLAG,
+              "grad_checkpointing": _FLAG},
     "sample": {"steps": _COUNT, "solver": _one_of(SOLVERS), "guidance": _number()},
 }
 
@@ -275,7 +284,8 @@ _PRESET_OVERRIDES: dict[str, dict[str, dict[str, Any]]] = {
         "autoencoder": {"block_out_channels": (64, 128, 256, 256), "latent_channels": 16,
                         "layers_per_block": 2, "norm_num_groups": 32},
         "model": {"width": 768, "depth": 12, "heads": 12, "patch_size": 2, "window_chunks": 16},
-        "train": {"steps": 100_000, "batch_size": 32, "mixed_precision": "bf16"},
+        "train": {"steps": 100_000, "batch_size": 32, "mixed_precision": "bf16",
+                  "grad_checkpointing": True},
     },
     "large": {
         "data": {"size": 256, "episodes": 20_000, "frames": 256, "clip_chunks": 8,
@@ -285,7 +295,8 @@ _PRESET_OVERRIDES: dict[str, dict[str, dict[str, Any]]] = {
                         "layers_per_block": 2, "norm_num_groups": 32},
         "model": {"width": 1536, "depth": 24, "heads": 24, "patch_size": 2,
                   "window_chunks": 16},
-        "train": {"steps": 400_000, "batch_size": 256, "mixed_precision": "bf16"},
+        "train": {"steps": 400_000, "batch_size": 256, "mixed_precision": "bf16",
+                  "grad_checkpointing": True},
     },
 }
 

@@ -38,7 +38,8 @@ def _check_pair(x: torch.Tensor, y: torch.Tensor) -> None:
 
 
 def psnr(x: torch.Tensor, y: torch.Tensor, data_range: float = 2.0) -> torch.Tensor:
-    """Peak signal-to-noise ratio in dB per image: 10 log10(range^2 / MSE); (..., c, h, w) -> (...).
+    """Peak signal-to-noise ratio in dB per image: 10 log10(range^2 / MSE);
+    (..., c, h, w) -> (...).
 
     Identical images give +inf.
     """

@@ -36,7 +36,8 @@ AXIS_COLORS = ("#d62728", "#2ca02c", "#1f77b4")  # camera x right, y down, z for
 def set_renderer(name: str = RENDERER) -> str:
     """Make `name` plotly's default renderer (see RENDERER for why); returns it."""
     if name not in pio.renderers:
-        raise ValueError(f"unknown plotly renderer {name!r}; expected one of {list(pio.renderers)}")
+        raise ValueError(f"unknown plotly renderer {name!r}; expected one of "
+                         f"{list(pio.renderers)}")
     pio.renderers.default = name
     return name
 

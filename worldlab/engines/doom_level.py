@@ -406,7 +406,7 @@ class LevelMesh:
             return False
         self._heights = heights
         vertices, triangles = self._triangles(heights / UNITS_PER_M_Z)
-        import open3d as o3d  # here, not at import: recording without depth needs none
+        from ._open3d import open3d as o3d  # here: recording without depth needs none
 
         self.scene = o3d.t.geometry.RaycastingScene()
         self.scene.add_triangles(o3d.core.Tensor(vertices.astype(np.float32)),
@@ -446,7 +446,7 @@ class LevelMesh:
         origins, dirs = ray_directions(K, check_c2w(c2w), height, width, normalize=False)
         rays = np.concatenate([origins, dirs], -1).astype(np.float32)  # (h, w, 6)
         # directions have unit z-depth, so the hit distance t is the z-depth itself
-        import open3d as o3d
+        from ._open3d import open3d as o3d
 
         t = self.scene.cast_rays(o3d.core.Tensor(rays))["t_hit"].numpy()
         return t.astype(np.float32)

@@ -51,7 +51,7 @@ import math
 from dataclasses import dataclass
 
 import numpy as np
-import open3d as o3d
+from ._open3d import open3d as o3d
 
 from .. import camera
 from ..camera import Action

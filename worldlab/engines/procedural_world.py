@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 
 import numpy as np
-import open3d as o3d
+from ._open3d import open3d as o3d
 
 CELL = 0.25  # occupancy grid resolution (m); every layout coordinate is a multiple of it
 WALL_H = 3.0  # ceiling height (m)

@@ -39,6 +39,7 @@ import psutil
 
 # a tick of the clock that process start times are counted in (1/100 s on Linux)
 _START_TIME_TOLERANCE = 0.01
+MARKER_VARIABLE = "WORLDLAB_GUARD"  # in the environment of children being started
 
 _lock = threading.RLock()  # one engine start at a time, and whole lines on the pipe
 _watchdog: subprocess.Popen | None = None
@@ -56,7 +57,20 @@ def start_guarded(start: Callable[[], object], name: str,
         watchdog = _ensure_watchdog()
         me = psutil.Process()
         before = {p.pid for p in me.children()}
-        start()
+        # killed inside start(), this process has not named its new children yet: they carry
+        # a marker in their environment, which the watchdog looks for until told they are
+        # named (an owner killed while a game starts must not leave the game behind)
+        marker = f"{os.getpid()}-{os.urandom(8).hex()}"
+        _send(watchdog, ["?", name, marker])
+        saved = os.environ.get(MARKER_VARIABLE)
+        os.environ[MARKER_VARIABLE] = marker
+        try:
+            start()
+        finally:
+            if saved is None:
+                del os.environ[MARKER_VARIABLE]
+            else:
+                os.environ[MARKER_VARIABLE] = saved
         new = [p for p in me.children() if p.pid not in before and _name(p) == name]
     if not new:
         _warn(f"no new child process named {name!r} appeared while starting it; it will "
@@ -66,6 +80,7 @@ def start_guarded(start: Callable[[], object], name: str,
             _send(watchdog, ["+", proc.pid, proc.create_time(), list(leftovers(proc))])
         except psutil.NoSuchProcess:  # it already ended: nothing to guard
             pass
+    _send(watchdog, ["!", marker])  # named: the marker search is no longer needed
     return new
 
 
@@ -143,14 +158,28 @@ if hasattr(os, "register_at_fork"):
 
 
 def _watch(lines) -> None:
-    """Follow "+"/"-" messages until EOF (the owner died), then kill what is left."""
+    """Follow "+"/"-" (a child named, released) and "?"/"!" (children starting with a
+    marker, named) messages until EOF (the owner died), then kill what is left."""
     guarded: dict[int, tuple[float, list[str]]] = {}
+    starting: dict[str, str] = {}  # marker -> process name
     for line in lines:
         message = json.loads(line)
         if message[0] == "+":
             guarded[message[1]] = (message[2], message[3])
-        else:
+        elif message[0] == "-":
             guarded.pop(message[1], None)
+        elif message[0] == "?":
+            starting[message[2]] = message[1]
+        else:
+            starting.pop(message[1], None)
+    for marker, name in starting.items():  # the owner died while these were starting
+        for proc in psutil.process_iter(["name"]):
+            try:
+                if (proc.info["name"] == name
+                        and proc.environ().get(MARKER_VARIABLE) == marker):
+                    proc.kill()
+            except psutil.Error:  # gone, or not ours to read
+                pass
     for pid, (started, files) in guarded.items():
         try:
             proc = psutil.Process(pid)

@@ -1,4 +1,4 @@
-"""`python -m worldlab data record | info | validate | import-re10k`.
+"""`python -m worldlab data record | info | validate | subset | import-re10k`.
 
     python -m worldlab data record --preset small --out runs/data/doom   # the preset's data
     python -m worldlab data record --engine procedural --episodes 8 --frames 64 --size 64 \
@@ -6,6 +6,8 @@
     python -m worldlab data record --start random --maps MAP01,MAP02 \
         --monsters invulnerable --out runs/data/doom2   # seeds alternate between the maps
     python -m worldlab data info --store runs/data/procedural
+    python -m worldlab data subset --store runs/data/doom2 --per-map MAP01=8,MAP02=2 \
+        --out runs/data/doom2_small   # the first episodes of each map, same ids
 
 `data record` takes every default from the preset's `data` section (`config.DataConfig`);
 a flag overrides one field. `--maps` (alias `--map`) takes names joined by "," or "+",
@@ -21,7 +23,7 @@ from ..config import MONSTERS, PRESETS, STARTS, make_config
 from ..engines import ENGINES
 from ..engines.policies import POLICIES
 from .recording import format_index, record_many
-from .store import EpisodeStore
+from .store import EpisodeStore, subset
 
 # flag -> DataConfig field whose preset value is the flag's default
 RECORD_FIELDS = {"engine": "engine", "episodes": "episodes", "frames": "frames",
@@ -71,6 +73,19 @@ def _cmd_record(args) -> int:
 
 def _cmd_info(args) -> int:
     print(format_index(EpisodeStore(args.store)))
+    return 0
+
+
+def _cmd_subset(args) -> int:
+    per_map = {}
+    for part in args.per_map.split(","):
+        name, sep, count = part.partition("=")
+        if not (sep and name.strip() and count.strip().isdigit()):
+            raise SystemExit(f"--per-map expects MAP=COUNT,..., got {part!r} in "
+                             f"{args.per_map!r}")
+        per_map[name.strip()] = int(count)
+    target = subset(EpisodeStore(args.store), args.out, per_map)
+    print(format_index(target))
     return 0
 
 
@@ -131,6 +146,13 @@ def configure_cli(parser: argparse.ArgumentParser) -> None:
     val = sub.add_parser("validate", help="re-read and validate every episode of a store")
     val.add_argument("--store", required=True)
     val.set_defaults(func=_cmd_validate)
+    sel = sub.add_parser("subset", help="copy the first episodes of each map into a new "
+                         "store (same ids)")
+    sel.add_argument("--store", required=True, help="the store to take episodes from")
+    sel.add_argument("--out", required=True, help="the new store")
+    sel.add_argument("--per-map", required=True, metavar="MAP=COUNT,...",
+                     help="e.g. MAP01=600,MAP02=150")
+    sel.set_defaults(func=_cmd_subset)
     imp = sub.add_parser("import-re10k", help="import a RealEstate10K clip")
     imp.add_argument("--camera", required=True, help="RealEstate10K camera .txt")
     imp.add_argument("--frames", required=True, help="directory of the clip's frames")

@@ -69,9 +69,36 @@ class LatentCache:
         return self._memory[episode_id][1]
 
 
+def check_latent_frames(episode_id: str, latents: np.ndarray, frames: int) -> np.ndarray:
+    """`latents` of an episode of `frames` frames, or a ValueError if the counts differ."""
+    if len(latents) != frames:
+        raise ValueError(f"latents of {episode_id!r} have {len(latents)} frames, the "
+                         f"episode has {frames}")
+    return latents
+
+
 # ----------------------------------------------------------------------------------------
 # Training windows
 # ----------------------------------------------------------------------------------------
+
+
+def clip_windows(store: EpisodeStore, clip_frames: int, chunk_frames: int, stride: int,
+                 ids: list[str] | None = None) -> list[tuple[str, int]]:
+    """(episode id, first frame) of every clip of `clip_frames` frames starting every
+    `stride` frames of episodes `ids` (default: all, sorted), read from the store's index."""
+    for n, v in (("clip_frames", clip_frames), ("chunk_frames", chunk_frames),
+                 ("stride", stride)):
+        if not (isinstance(v, int) and v > 0):
+            raise ValueError(f"{n} must be a positive integer, got {v!r}")
+    if clip_frames % chunk_frames or stride % chunk_frames:
+        raise ValueError(f"clip_frames ({clip_frames}) and stride ({stride}) must be "
+                         f"multiples of chunk_frames ({chunk_frames})")
+    index = store.index
+    ids = sorted(index) if ids is None else list(ids)
+    unknown = [i for i in ids if i not in index]
+    if unknown:
+        raise ValueError(f"episode {unknown[0]!r} is not in the index of {store.root}")
+    return [(i, s) for i in ids for s in range(0, index[i]["frames"] - clip_frames + 1, stride)]
 
 
 class EpisodeClips(torch.utils.data.Dataset):
@@ -88,22 +115,9 @@ class EpisodeClips(torch.utils.data.Dataset):
                  ids: list[str] | None = None, cache_episodes: int = 8):
         self.store = store if isinstance(store, EpisodeStore) else EpisodeStore(store)
         stride = clip_frames if stride is None else stride
-        for n, v in (("clip_frames", clip_frames), ("chunk_frames", chunk_frames),
-                     ("stride", stride)):
-            if not (isinstance(v, int) and v > 0):
-                raise ValueError(f"{n} must be a positive integer, got {v!r}")
-        if clip_frames % chunk_frames or stride % chunk_frames:
-            raise ValueError(f"clip_frames ({clip_frames}) and stride ({stride}) must be "
-                             f"multiples of chunk_frames ({chunk_frames})")
+        self.windows = clip_windows(self.store, clip_frames, chunk_frames, stride, ids)
         self.clip_frames, self.chunk_frames, self.stride = clip_frames, chunk_frames, stride
         self.latents = latents
-        index = self.store.index
-        ids = sorted(index) if ids is None else list(ids)
-        unknown = [i for i in ids if i not in index]
-        if unknown:
-            raise ValueError(f"episode {unknown[0]!r} is not in the index of {self.store.root}")
-        self.windows = [(i, s) for i in ids
-                        for s in range(0, index[i]["frames"] - clip_frames + 1, stride)]
         self._cache: OrderedDict[str, Episode] = OrderedDict()
         self._cache_size = cache_episodes
 
@@ -138,10 +152,7 @@ class EpisodeClips(torch.utils.data.Dataset):
                              for f in range(s, s + self.clip_frames, self.chunk_frames)],
                 "episode": episode_id, "start": s}
         if self.latents is not None:
-            lat = self.latents.get(episode_id)
-            if len(lat) != len(ep):
-                raise ValueError(f"latents of {episode_id!r} have {len(lat)} frames, the "
-                                 f"episode has {len(ep)}")
+            lat = check_latent_frames(episode_id, self.latents.get(episode_id), len(ep))
             item["latents"] = torch.from_numpy(lat[sl].astype(np.float32))  # (t, c, h', w')
         else:
             rgb = torch.from_numpy(ep.rgb[sl]).permute(0, 3, 1, 2)  # (t, 3, h, w) uint8
@@ -171,12 +182,31 @@ def collate_clips(batch: list[dict]) -> dict:
 
 
 def load_frames(store: EpisodeStore, ids: list[str], depth: bool = False):
-    """All frames of episodes `ids`: (uint8 rgb (n, h, w, 3), depth (n, h, w) or None)."""
-    episodes = [store.read(i) for i in ids]
-    rgb = np.concatenate([ep.rgb for ep in episodes])
-    if not depth:
-        return rgb, None
-    missing = [i for i, ep in zip(ids, episodes) if ep.depth is None]
-    if missing:
-        raise ValueError(f"depth was asked for but episode {missing[0]!r} has no depth")
-    return rgb, np.concatenate([ep.depth for ep in episodes])
+    """All frames of episodes `ids`: (uint8 rgb (n, h, w, 3), depth (n, h, w) or None).
+
+    Filled one episode at a time into arrays sized from the index, so memory peaks at the
+    frames plus one episode (not every episode's depth, labels and frames at once)."""
+    if not ids:
+        raise ValueError(f"no episodes asked for from {store.root}")
+    index = store.index
+    total = sum(index[i]["frames"] for i in ids)
+    rgb = d = None
+    at = 0
+    for i in ids:
+        ep = store.read(i)
+        if len(ep) != index[i]["frames"]:
+            raise ValueError(f"episode {i!r} has {len(ep)} frames, the index of "
+                             f"{store.root} says {index[i]['frames']}")
+        if depth and ep.depth is None:
+            raise ValueError(f"depth was asked for but episode {i!r} has no depth")
+        if rgb is None:
+            rgb = np.empty((total, *ep.rgb.shape[1:]), np.uint8)
+            d = np.empty((total, *ep.depth.shape[1:]), np.float32) if depth else None
+        if ep.rgb.shape[1:] != rgb.shape[1:]:
+            raise ValueError(f"episode {i!r} has frames of {ep.rgb.shape[1:]}, the first "
+                             f"has {rgb.shape[1:]}")
+        rgb[at:at + len(ep)] = ep.rgb
+        if depth:
+            d[at:at + len(ep)] = ep.depth
+        at += len(ep)
+    return rgb, d

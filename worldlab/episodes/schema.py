@@ -128,13 +128,7 @@ class Episode:
         return self
 
     def _validate_text(self, t: int) -> None:
-        starts = [p.start for p in self.prompts]
-        if not all(isinstance(p, PromptSegment) for p in self.prompts):
-            raise ValueError("Episode.prompts must be a list of PromptSegment")
-        if starts and (starts[0] != 0 or starts[-1] >= t
-                       or any(b <= a for a, b in zip(starts, starts[1:]))):
-            raise ValueError(f"Episode.prompts starts must be strictly increasing from 0 and "
-                             f"< t={t}, got {starts}")
+        _check_prompts(self.prompts, t)
         for e in self.events:
             if not (isinstance(e, Event) and 0 <= e.step < t):
                 raise ValueError(f"Episode.events must be Events with 0 <= step < {t}, got {e!r}")
@@ -151,14 +145,7 @@ class Episode:
 
     def caption_at(self, frame: int) -> PromptSegment:
         """The PromptSegment in force at `frame` (an empty caption if there are none)."""
-        if not 0 <= frame < len(self):
-            raise ValueError(f"frame must be in [0, {len(self)}), got {frame}")
-        current = PromptSegment(0)
-        for p in self.prompts:
-            if p.start > frame:
-                break
-            current = p
-        return current
+        return segment_at(self.prompts, frame, len(self))
 
     def summary(self) -> dict:
         m = self.meta
@@ -167,6 +154,43 @@ class Episode:
                 "event_rate": m.get("event_rate"), "start": m.get("start"),
                 "monsters": m.get("monsters"), "events": [e.name for e in self.events],
                 "has_depth": self.depth is not None}
+
+
+def _check_prompts(prompts: list, t: int) -> None:
+    starts = [p.start for p in prompts]
+    if not all(isinstance(p, PromptSegment) for p in prompts):
+        raise ValueError("Episode.prompts must be a list of PromptSegment")
+    if starts and (starts[0] != 0 or starts[-1] >= t
+                   or any(b <= a for a, b in zip(starts, starts[1:]))):
+        raise ValueError(f"Episode.prompts starts must be strictly increasing from 0 and "
+                         f"< t={t}, got {starts}")
+
+
+def segment_at(prompts: list[PromptSegment], frame: int, t: int) -> PromptSegment:
+    """The segment of `prompts` in force at `frame` of t (an empty caption if none)."""
+    if not 0 <= frame < t:
+        raise ValueError(f"frame must be in [0, {t}), got {frame}")
+    current = PromptSegment(0)
+    for p in prompts:
+        if p.start > frame:
+            break
+        current = p
+    return current
+
+
+@dataclass
+class Track:
+    """An episode without its pixels: what the world model trains on next to cached latents
+    (poses, actions, prompts), read without decompressing a single frame (`load_track`)."""
+    c2w: np.ndarray  # (t, 4, 4) float64
+    actions: np.ndarray  # (t, a) float32
+    prompts: list[PromptSegment] = field(default_factory=list)
+
+    def __len__(self) -> int:
+        return len(self.c2w)
+
+    def caption_at(self, frame: int) -> PromptSegment:
+        return segment_at(self.prompts, frame, len(self))
 
 
 def make_meta(engine: str, fps: float, units: str = "metres", **fields) -> dict:
@@ -222,5 +246,27 @@ def load_episode(path: str | Path) -> Episode:
             prompts=[PromptSegment(**p) for p in header["prompts"]],
             events=[Event(**e) for e in header["events"]], meta=header["meta"])
         return episode.validate()
+    except (OSError, EOFError, ValueError, KeyError, TypeError, zipfile.BadZipFile) as e:
+        raise EpisodeError(f"cannot read episode file {path}: {type(e).__name__}: {e}") from e
+
+
+def load_track(path: str | Path) -> Track:
+    """The poses, actions and prompts of an episode file, checked as `Episode.validate`
+    checks them; the pixel arrays are never read (an npz member is inflated on access)."""
+    path = Path(path)
+    try:
+        with np.load(path, allow_pickle=False) as z:
+            c2w, actions, header = z["c2w"], z["actions"], z["header"]
+        header = json.loads(header.tobytes().decode())
+        if header.get("format") != FORMAT_VERSION:
+            raise ValueError(f"format {header.get('format')!r}, expected {FORMAT_VERSION}")
+        _expect_array("c2w", c2w, np.float64, (None, 4, 4))
+        check_c2w(c2w, "Episode.c2w")
+        _expect_array("actions", actions, np.float32, (len(c2w), ACTION_WIDTH))
+        if not np.isfinite(actions).all():
+            raise ValueError("Episode.actions must be finite")
+        prompts = [PromptSegment(**p) for p in header["prompts"]]
+        _check_prompts(prompts, len(c2w))
+        return Track(c2w, actions, prompts)
     except (OSError, EOFError, ValueError, KeyError, TypeError, zipfile.BadZipFile) as e:
         raise EpisodeError(f"cannot read episode file {path}: {type(e).__name__}: {e}") from e

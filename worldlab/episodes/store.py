@@ -36,8 +36,8 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from ..atomic import atomic_write
-from .schema import (FORMAT_VERSION, ID_RE, Episode, EpisodeError, check_id, load_episode,
-                     save_episode)
+from .schema import (FORMAT_VERSION, ID_RE, Episode, EpisodeError, Track, check_id,
+                     load_episode, load_track, save_episode)
 
 INDEX_LAYOUT = (f'{{"format": {FORMAT_VERSION}, "episodes": {{id: entry}}, '
                 f'"pending": [id] (optional)}}')
@@ -239,12 +239,19 @@ class EpisodeStore:
         self._write_index(episodes)
         return episodes
 
-    def read(self, episode_id: str) -> Episode:
+    def _stored(self, episode_id: str) -> Path:
         path = self.path(episode_id)
         if not path.exists():
             raise ValueError(f"no episode {episode_id!r} in {self.root}; it has "
                              f"{len(self._files())} episodes")
-        return load_episode(path)
+        return path
+
+    def read(self, episode_id: str) -> Episode:
+        return load_episode(self._stored(episode_id))
+
+    def read_track(self, episode_id: str) -> Track:
+        """Poses, actions and prompts of an episode, without reading its pixels."""
+        return load_track(self._stored(episode_id))
 
     def rebuild_index(self) -> dict[str, dict]:
         """Re-read every episode file and rewrite index.json (untouched if any file is bad).
@@ -278,3 +285,27 @@ def _shared(entries: list[dict], key: str):
     """The value every index entry has for `key`, or None if they differ or lack it."""
     values = {entry.get(key) for entry in entries}
     return values.pop() if len(values) == 1 else None
+
+
+def subset(store: EpisodeStore, out: str | Path, per_map: dict[str, int]) -> EpisodeStore:
+    """A new store at `out` with the first `per_map[m]` episodes (in id order) of each map m
+    of `store`, under their own ids (so a latent cache keyed by id serves both stores).
+    Everything is checked before a file is written."""
+    if not per_map or not all(isinstance(n, int) and n > 0 for n in per_map.values()):
+        raise ValueError(f"per_map must map map names to counts >= 1, got {per_map!r}")
+    by_map: dict[str, list[str]] = {}
+    for i, entry in sorted(store.index.items()):
+        by_map.setdefault(entry.get("map") or "", []).append(i)
+    for name, n in per_map.items():
+        if len(by_map.get(name, [])) < n:
+            raise ValueError(f"{store.root} has {len(by_map.get(name, []))} episodes on map "
+                             f"{name!r}, {n} were asked for; its maps: {sorted(by_map)}")
+    target = EpisodeStore(out)
+    taken = [i for i in target.ids() if i in store.index]
+    if set(target.ids()) - set(store.index):
+        raise ValueError(f"{out} holds episodes that are not in {store.root}")
+    for name, n in per_map.items():
+        for i in by_map[name][:n]:
+            if i not in taken:  # an interrupted subset continues
+                target.write(store.read(i), i)
+    return target

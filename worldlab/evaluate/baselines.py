@@ -22,9 +22,19 @@ def repeat_baseline(last: np.ndarray, t: int) -> np.ndarray:
 
 def warp_baseline(episode, last: int, targets: range) -> np.ndarray:
     """Frame `last` of an episode forward-warped into each target pose: (t, h, w, 3)."""
+    return warp_to_poses(episode.rgb[last], episode.depth[last], episode.c2w[last],
+                         episode.K[last], episode.c2w[list(targets)],
+                         episode.K[list(targets)])
+
+
+def warp_to_poses(rgb: np.ndarray, depth: np.ndarray, c2w: np.ndarray, K: np.ndarray,
+                  poses: np.ndarray, dst_K: np.ndarray | None = None) -> np.ndarray:
+    """One RGB-D frame (h, w, 3) uint8 with depth (h, w), camera-to-world `c2w` and
+    intrinsics `K`, forward-warped into each camera-to-world pose of `poses` (t, 4, 4)
+    (intrinsics `dst_K` (t, 3, 3), default K): (t, h, w, 3); holes keep the frame's colour."""
     out = []
-    for j in targets:
-        rgb, _, mask = warp_frame(episode.rgb[last], episode.depth[last], episode.c2w[last],
-                                  episode.c2w[j], episode.K[last], dst_K=episode.K[j], splat=1)
-        out.append(np.where(mask[..., None], rgb, episode.rgb[last]))
+    for j, pose in enumerate(poses):
+        warped, _, mask = warp_frame(rgb, depth, c2w, pose, K, splat=1,
+                                     dst_K=K if dst_K is None else dst_K[j])
+        out.append(np.where(mask[..., None], warped, rgb))
     return np.stack(out)

@@ -11,10 +11,14 @@ import time
 
 import numpy as np
 
+from ..config import make_config
 from ..engines import make_engine
 from ..engines.policies import WALK
 from ..memory.cache3d import reprojection_error
-from ..pretrained import load_world, resolve_checkpoint
+from ..model.autoencoder import VideoAutoencoder
+from ..model.dit import WorldModel
+from ..pretrained import World, load_world, resolve_checkpoint, resolve_device
+from ..train.recipes import seeded
 from .protocols import runtime
 from .report import print_table
 
@@ -71,11 +75,38 @@ def bench_engines(engines=("procedural", "doom"), sizes=(64, 256), steps: int = 
     return result
 
 
-def bench_model(checkpoint=None, steps: int = 300) -> dict:
+def fresh_world(preset: str, size: int | None = None, device: str = "auto",
+                overrides: dict | None = None) -> World:
+    """A world of `preset` at `size` x `size` pixels with fresh, seeded weights: what its
+    speed is measured on (speed does not depend on the weights)."""
+    cfg = make_config(preset, **{**(overrides or {}),
+                                 **({"data__size": size} if size is not None else {})})
+    dev = resolve_device(device)
+    ae = seeded(lambda: VideoAutoencoder.from_config_dataclass(cfg.autoencoder), 0)
+    if cfg.data.size % ae.downsample:
+        raise ValueError(f"size {cfg.data.size} must be a multiple of the autoencoder's "
+                         f"downsampling, {ae.downsample}")
+    model = seeded(lambda: WorldModel.from_config_dataclass(
+        cfg.model, ae.config.latent_channels, cfg.data.size // ae.downsample), 0)
+    return World(ae.to(dev).eval(), model.to(dev).eval(), cfg, dev)
+
+
+def bench_model(checkpoint=None, steps: int = 300, preset: str | None = None,
+                size: int | None = None, sample_steps: int | None = None,
+                device: str = "auto", overrides: dict | None = None) -> dict:
     """Streaming the world model alone (no engine, no twin): sample + decode + append per
-    chunk, over `steps` frames; prints the table."""
-    world = load_world(resolve_checkpoint(checkpoint))
-    data = runtime(world, chunks=max(3, steps // world.chunk_frames))
-    print_table([{k: v for k, v in data.items() if isinstance(v, float)}],
+    chunk with the KV cache, over `steps` frames; prints the table. The world is a
+    checkpoint, or with `preset` a `fresh_world` at `size` pixels; `sample_steps` replaces
+    its sampling steps."""
+    if preset is not None and checkpoint is not None:
+        raise ValueError("bench model measures a checkpoint or a fresh preset; pass one")
+    world = fresh_world(preset, size, device, overrides) if preset is not None else \
+        load_world(resolve_checkpoint(checkpoint), device=device)
+    data = runtime(world, chunks=max(3, steps // world.chunk_frames), steps=sample_steps)
+    data.update(size=world.size, sample_steps=sample_steps or world.config.sample.steps,
+                parameters=sum(p.numel() for p in world.model.parameters()),
+                world=f"fresh {preset}" if preset is not None else str(world.path),
+                device=str(world.device))
+    print_table([{k: v for k, v in data.items() if isinstance(v, (float, int))}],
                 "model streaming (sample + decode + append, per chunk)")
     return data

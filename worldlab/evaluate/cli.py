@@ -15,15 +15,16 @@ import torch
 from ..atomic import atomic_write_json
 from ..config import STARTS
 from ..paths import RUNS
+from ..loading import load_module
+from ..model.autoencoder import VideoAutoencoder
 from ..pretrained import DEFAULT_WORLD, load_world, resolve_checkpoint
 from .protocols import HELDOUT_SEED, autoencoder_scores, heldout_episodes, quick_suite
 from .report import print_quick, print_table
 
 
-def _episodes(args, world, frames: int) -> list:
-    engine = args.engine or world.config.data.engine
+def _episodes(args, engine: str, frames: int, size: int) -> list:
     maps = tuple(m for m in args.maps.replace("+", ",").split(",") if m) if args.maps else None
-    return heldout_episodes(engine, args.episodes, frames, world.size, seed=args.seed,
+    return heldout_episodes(engine, args.episodes, frames, size, seed=args.seed,
                             start=args.start, maps=maps)
 
 
@@ -31,18 +32,19 @@ def _quick(args, world) -> tuple[dict, list]:
     from tqdm.auto import tqdm
 
     f = world.chunk_frames
-    episodes = _episodes(args, world, f * (1 + args.horizon // f) + f)
+    episodes = _episodes(args, args.engine or world.config.data.engine,
+                         f * (1 + args.horizon // f) + f, world.size)
     bar = tqdm(total=3, desc="quick suite", unit="protocol")
-    result = quick_suite(world, episodes, args.horizon, args.starts,
+    result = quick_suite(world, episodes, args.horizon, args.starts, args.runtime_chunks,
                          progress=lambda name: (bar.set_postfix_str(name), bar.update()))
     bar.close()
     print_quick(result)
     return result, episodes
 
 
-def _autoencoder(args, world) -> tuple[dict, list]:
-    episodes = _episodes(args, world, args.frames)
-    result = autoencoder_scores(world, episodes)
+def _autoencoder(args, ae, engine: str, size: int) -> tuple[dict, list]:
+    episodes = _episodes(args, engine, args.frames, size)
+    result = autoencoder_scores(ae, episodes)
     print_table([result],
                 "autoencoder reconstruction of held-out engine frames")
     return result, episodes
@@ -50,16 +52,25 @@ def _autoencoder(args, world) -> tuple[dict, list]:
 
 def _cli(args) -> int:
     torch.set_num_threads(args.threads)
-    world = load_world(resolve_checkpoint(args.checkpoint), device=args.device,
-                       subfolder=args.weights)
-    result, episodes = (_quick if args.suite == "quick" else _autoencoder)(args, world)
-    result.update(checkpoint=str(args.checkpoint), weights=args.weights,
-                  engine=args.engine or world.config.data.engine,
+    if args.autoencoder is not None:  # an autoencoder alone, not a world's
+        if args.suite != "autoencoder":
+            raise SystemExit("--autoencoder scores an autoencoder alone: use it with "
+                             "--suite autoencoder")
+        ae = load_module(VideoAutoencoder, args.autoencoder).float().eval()
+        engine, source = args.engine or "doom", args.autoencoder
+        result, episodes = _autoencoder(args, ae, engine, args.size)
+    else:
+        world = load_world(resolve_checkpoint(args.checkpoint), device=args.device,
+                           subfolder=args.weights)
+        engine, source = args.engine or world.config.data.engine, args.checkpoint
+        result, episodes = _quick(args, world) if args.suite == "quick" else \
+            _autoencoder(args, world.ae, engine, world.size)
+    result.update(checkpoint=str(source), weights=args.weights, engine=engine,
                   episodes={"count": len(episodes),
                             "seeds": [args.seed, args.seed + len(episodes)],
                             "frames": len(episodes[0]), "policy": "mix",
                             "start": args.start, "maps": args.maps},
-                  threads=args.threads, device=str(world.device))
+                  threads=args.threads, device=args.device)
     print(f"wrote {atomic_write_json(Path(args.out) / f'{args.suite}.json', result)}")
     return 0
 
@@ -71,6 +82,11 @@ def configure_cli(parser) -> None:
     parser.add_argument("--checkpoint", default=str(DEFAULT_WORLD),
                         help="world directory (relative paths from the repository root)")
     parser.add_argument("--weights", default="world", help="subfolder: world | ema")
+    parser.add_argument("--autoencoder", default=None, metavar="DIR",
+                        help="autoencoder suite: score this autoencoder directory (e.g. "
+                             "runs/ae/model) instead of a world's")
+    parser.add_argument("--size", type=int, default=64,
+                        help="frame side of the held-out episodes with --autoencoder")
     parser.add_argument("--engine", default=None, help="default: the engine it was trained on")
     parser.add_argument("--episodes", type=int, default=8, help="held-out episodes")
     parser.add_argument("--start", default="player", choices=STARTS,
@@ -81,6 +97,8 @@ def configure_cli(parser) -> None:
                         help="frames per held-out episode (autoencoder suite)")
     parser.add_argument("--horizon", type=int, default=32, help="open-loop rollout frames")
     parser.add_argument("--starts", type=int, default=4, help="next-chunk starts per episode")
+    parser.add_argument("--runtime-chunks", type=int, default=50,
+                        help="chunks streamed to time the runtime (at least 6)")
     parser.add_argument("--seed", type=int, default=HELDOUT_SEED)
     parser.add_argument("--device", default="auto")
     parser.add_argument("--threads", type=int, default=2, help="torch CPU threads")

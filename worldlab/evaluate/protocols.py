@@ -169,11 +169,11 @@ def heldout_episodes(engine: str, n: int, frames: int, size: int, policy: str = 
 
 
 @torch.no_grad()
-def autoencoder_scores(world: World, episodes, max_frames: int = 1024) -> dict:
-    """The world's autoencoder on the episodes' frames (the first `max_frames`): psnr, ssim,
-    sharpness_ratio and colour_distance against the engine (`evaluate_autoencoder`)."""
+def autoencoder_scores(ae, episodes, max_frames: int = 1024) -> dict:
+    """An autoencoder (a world's `.ae`) on the episodes' frames (the first `max_frames`): psnr,
+    ssim, sharpness_ratio and colour_distance against the engine (`evaluate_autoencoder`)."""
     rgb = np.concatenate([ep.rgb for ep in episodes])[:max_frames]  # (n, h, w, 3)
-    return {**evaluate_autoencoder(world.ae, frames_to_tensor(rgb)), "frames": len(rgb)}
+    return {**evaluate_autoencoder(ae, frames_to_tensor(rgb)), "frames": len(rgb)}
 
 
 def quick_suite(world: World, episodes, horizon: int = 32, starts_per_episode: int = 4,

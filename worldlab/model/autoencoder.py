@@ -217,6 +217,33 @@ def tokens_per_frame(height: int, width: int, downsample: int, patch_size: int) 
     return (height // side) * (width // side)
 
 
+def without_lowest_level(tensors: dict[str, torch.Tensor], blocks: int
+                         ) -> dict[str, torch.Tensor]:
+    """The weights of an autoencoder of `blocks` levels (e.g. 4: 8x) for one of `blocks - 1`
+    levels (3: 4x), whose block_out_channels are the first `blocks - 1` of the bigger one's
+    (the last two of which must be equal): every weight but the lowest-resolution level's.
+
+    Encoder: the last kept block stops down-sampling and the lowest one goes. Decoder:
+    up_blocks[0] (lowest resolution) goes and up_blocks[k + 1] becomes up_blocks[k]. So a
+    4x autoencoder can start from a trained 8x one rather than from noise.
+    """
+    enc, dec = "vae.encoder.down_blocks.", "vae.decoder.up_blocks."
+    out = {}
+    for key, value in tensors.items():
+        if key.startswith(enc):
+            level, rest = key[len(enc):].split(".", 1)
+            if int(level) == blocks - 1 or (int(level) == blocks - 2
+                                            and rest.startswith("downsamplers")):
+                continue
+        elif key.startswith(dec):
+            level, rest = key[len(dec):].split(".", 1)
+            if int(level) == 0:
+                continue
+            key = f"{dec}{int(level) - 1}.{rest}"
+        out[key] = value
+    return out
+
+
 # ----------------------------------------------------------------------------------------
 # Filling the latent cache
 # ----------------------------------------------------------------------------------------

@@ -159,13 +159,20 @@ class TextEmbedder(nn.Module):
 # ----------------------------------------------------------------------------------------
 
 
+def checking_values() -> bool:
+    """Whether to check values (finite, in range), which reads tensors back to Python: not
+    while torch.compile traces, where each check would split the graph and stall the GPU
+    every step. Eager runs check them; shapes are checked always."""
+    return not torch.compiler.is_compiling()
+
+
 def _check_tensor(name: str, x, shape: tuple, expected: str) -> torch.Tensor:
     if not isinstance(x, torch.Tensor):
         raise ValueError(f"{name} must be a torch.Tensor {expected}, got {type(x).__name__}")
     if tuple(x.shape) != tuple(shape):
         raise ValueError(f"{name} has shape {tuple(x.shape)}; expected {expected} = "
                          f"{tuple(shape)}")
-    if x.is_floating_point() and not bool(torch.isfinite(x).all()):
+    if checking_values() and x.is_floating_point() and not bool(torch.isfinite(x).all()):
         raise ValueError(f"{name} must be finite; got non-finite values "
                          f"{x[~torch.isfinite(x)][:3].tolist()}")
     return x
@@ -174,7 +181,7 @@ def _check_tensor(name: str, x, shape: tuple, expected: str) -> torch.Tensor:
 def check_time(t, shape: tuple, expected: str = "(b, n) flow time per chunk") -> torch.Tensor:
     """Flow time in [0, 1]: one noise level per chunk."""
     _check_tensor("t", t, shape, expected)
-    if bool((t < 0).any() | (t > 1).any()):
+    if checking_values() and bool((t < 0).any() | (t > 1).any()):
         raise ValueError(f"t must lie in [0, 1] (0 clean, 1 noise); got min {t.min().item()}, "
                          f"max {t.max().item()}")
     return t
@@ -186,7 +193,7 @@ def check_actions(actions, b: int, t: int, width: int) -> torch.Tensor:
                   f"(b, t, a) with action width a={width} (fields forward, right, yaw, pitch, "
                   f"{', '.join(BUTTONS)})")
     held = actions[..., N_CONTINUOUS:]
-    if bool(((held != 0) & (held != 1)).any()):
+    if checking_values() and bool(((held != 0) & (held != 1)).any()):
         raise ValueError(f"actions buttons (entries {N_CONTINUOUS}..{width - 1}) must be 0 or 1; "
                          f"got {held[(held != 0) & (held != 1)][:3].tolist()}")
     return actions

@@ -2,20 +2,23 @@
 
     session   `WorldSession`: one rollout (KV cache, pose, prompt, RNG, twin engine)
     state     `SessionState`: all of a rollout's state, shared by reset, save and load
+    live      `LiveLoop`: key presses coalesced while a chunk is made, frames paced
     widgets   `NotebookGame`: a thin ipywidgets shell (keys, buttons, prompt box, minimap)
-    script    action files, `python -m worldlab play`, videos, `bench play`
+    script    action files, `python -m worldlab play`, videos, baselines, `bench play`
 
     session = wl.play.WorldSession.from_pretrained(wl.DATA / "checkpoints" / "doom64")
     session.reset(engine="doom", seed=0)
-    wl.play.NotebookGame(session).widget
+    wl.play.NotebookGame(session).show()
 """
 
-from .script import (demo_script, load_script, parse_script, play_script, scores,
-                     write_mp4, write_outputs)
+from .live import LiveLoop
+from .script import (baseline_psnr, demo_script, load_script, parse_script, play_script,
+                     scores, write_mp4, write_outputs)
 from .session import (DEMO_PROMPT, LATENCY_POLICIES, StepResult, WorldSession, check_action)
 from .state import SessionState
 from .widgets import KEYMAP, NotebookGame
 
-__all__ = ["WorldSession", "SessionState", "StepResult", "NotebookGame", "KEYMAP",
+__all__ = ["WorldSession", "SessionState", "StepResult", "NotebookGame", "KEYMAP", "LiveLoop",
            "DEMO_PROMPT", "LATENCY_POLICIES", "check_action", "demo_script", "parse_script",
-           "load_script", "play_script", "write_mp4", "write_outputs", "scores"]
+           "load_script", "play_script", "write_mp4", "write_outputs", "scores",
+           "baseline_psnr"]

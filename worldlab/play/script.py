@@ -25,7 +25,9 @@ from ..atomic import atomic_write_json
 from ..camera import Action
 from ..engines.policies import WALK
 from ..episodes.recording import DEFAULT_FPS, game_fps
+from ..evaluate.baselines import repeat_baseline, warp_to_poses
 from ..evaluate.report import print_table
+from ..metrics import frame_psnr
 from ..model.textenc import check_prompt
 from ..loading import read_json
 from ..pretrained import resolve_checkpoint
@@ -39,16 +41,18 @@ VIDEO_SIDE = 256  # frames are enlarged (nearest) to about this many pixels high
 # ----------------------------------------------------------------------------------------
 
 
-def demo_script(steps: int, prompt_at: int | None = None) -> list[dict]:
-    """A scripted walk of `steps` entries (engines.policies.WALK repeated), prompting
-    DEMO_PROMPT at step `prompt_at` (default: halfway)."""
+def demo_script(steps: int, prompt_at: int | None = None,
+                prompt: str = DEMO_PROMPT) -> list[dict]:
+    """A scripted walk of `steps` entries (engines.policies.WALK repeated), sending `prompt`
+    (default DEMO_PROMPT, which summons a monster in both engines) at step `prompt_at`
+    (default: halfway)."""
     if isinstance(steps, bool) or not isinstance(steps, int) or steps < 1:
         raise ValueError(f"steps must be a positive int, got {steps!r}")
     prompt_at = steps // 2 if prompt_at is None else prompt_at
     if not (isinstance(prompt_at, int) and 0 <= prompt_at < steps):
         raise ValueError(f"prompt_at must be an int in [0, {steps}), got {prompt_at!r}")
     script = [WALK[k % len(WALK)].to_dict() for k in range(steps)]
-    script[prompt_at]["prompt"] = DEMO_PROMPT
+    script[prompt_at]["prompt"] = check_prompt(prompt, "prompt")
     return script
 
 
@@ -127,6 +131,31 @@ def scores(results) -> dict:
     per_step = [r.stats["psnr"] for r in results]
     known = [p for p in per_step if p is not None]
     return {"psnr": per_step, "psnr_mean": float(np.mean(known)) if known else None}
+
+
+def baseline_psnr(session: WorldSession, results) -> dict[str, list[float]]:
+    """PSNR per step against the engine twin of the two trivial baselines, on a session's
+    own run: `results` are its steps since reset, in order. "repeat last frame" shows the
+    last context frame at every step; "warp last frame" forward-warps it with its depth
+    into each step's pose (the engine's, the known camera motion; holes keep its colour).
+    A session keeps no depth and an engine cannot be rewound, so the context frame's depth
+    comes from opening the engine again at its first chunk (same seed: the same frame)."""
+    s = session.state
+    if s is None or s.engine_name is None or not results or \
+            any(r.twin_frame is None for r in results):
+        raise ValueError("baseline_psnr needs a session reset from an engine with its twin, "
+                         "and that session's steps")
+    if [r.step for r in results] != list(range(1, len(results) + 1)):
+        raise ValueError(f"results must be the steps since reset in order (1, 2, ...), got "
+                         f"steps {[r.step for r in results][:5]}...")
+    engine, obs = session._open_engine(s.engine_name, s.seed)
+    engine.close()
+    last, truth = obs[-1], np.stack([r.twin_frame for r in results])  # (t, h, w, 3)
+    poses = np.stack([r.c2w for r in results])  # (t, 4, 4) the twin's poses
+    warp = warp_to_poses(last.rgb, last.depth, last.c2w, last.K, poses)
+    return {"repeat last frame": frame_psnr(repeat_baseline(last.rgb, len(results)),
+                                            truth).tolist(),
+            "warp last frame": frame_psnr(warp, truth).tolist()}
 
 
 def write_outputs(out: Path, first, results, fps: float) -> dict:

@@ -47,7 +47,6 @@ Shape legend: f frames per chunk, c latent channels, h w height/width, a action 
 
 from __future__ import annotations
 
-
 import collections
 import json
 import time
@@ -262,6 +261,25 @@ class WorldSession:
         while self.policy == "hold" and self.state.queue:
             results.append(self.step(action))
         return results
+
+    @torch.no_grad()
+    def warm_up(self) -> float:
+        """Make one chunk and throw it away; returns its seconds. A process's first chunk
+        pays for start-up (thread pools, kernel choice, allocations), so a shell calls this
+        before the first key press. Changes nothing: the chunk is sampled against the cache
+        (read only) with its own noise, never appended or shown; the twin is not stepped."""
+        s, world, t0 = self._require_started(), self.world, time.perf_counter()
+        still = np.broadcast_to(s.gen_pose, (self.f, 4, 4))  # (f, 4, 4) standing still
+        cond = self._cond(np.zeros((self.f, ACTION_WIDTH), np.float32), still,
+                          self._text(s.scene, s.event))
+        noise = torch.randn((1, self.f, *self._latent_shape()),
+                            generator=torch.Generator().manual_seed(0))
+        x0 = sample_chunk(world.model, s.cache, noise.to(world.device), self.steps,
+                          world.config.sample.solver, world.config.sample.guidance, **cond)
+        world.decode(x0)
+        _sync(world.device)
+        rss_mb()  # its first call imports psutil
+        return time.perf_counter() - t0
 
     @torch.no_grad()  # without it the cache would keep every chunk's autograd history
     def _generate(self, actions: list[Action], fresh: str | None, t_issued: float) -> None:

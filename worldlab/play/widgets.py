@@ -1,17 +1,27 @@
 """`NotebookGame`: a thin ipywidgets shell around a `WorldSession`, and the `KEYMAP`.
 
     game = wl.play.NotebookGame(session)
-    game.widget                      # display; click the image, keep the pointer on it, play
-    game.run_script(actions, prompts)   # the same code path without a keyboard
+    game.show()                      # display; click the image, keep the pointer on it, play
+    game.run_script(actions, prompts)   # the session's steps without a keyboard
+    with game.lock: session.save(path)  # a cell that uses the session while the game is live
 
 One `ipywidgets.Image` is updated in place per frame (PNG bytes; never a new output per
 frame). Keys come from `ipyevents` on that image, so the pointer must be over it. On-screen
-buttons do the same for touchpads. The minimap is a plotly `FigureWidget` (it needs the
-`anywidget` package): the top-down trajectory (x east, y north, equal aspect) and an arrow at
-the current position pointing along the heading, plus an empty "3D cache" trace that
-`show_cache_points` fills (room for the memory cache). It is redrawn in one
-`batch_update` once per chunk (every `chunk_frames` steps) and at the end of a script, not
-per frame, so it does not slow play down. Errors raised in callbacks land in an `Output`
+buttons do the same for touchpads. Keys and buttons go through a `live.LiveLoop`: the
+event callback only leaves the press in a slot of one (a press made while a chunk is being
+generated replaces the one waiting: the latest intent wins), a worker thread makes the
+chunk, and the chunk's frames are shown as motion, one per frame of game time. `show()`
+starts the worker with one silent chunk (the warm-up), saying "loading" until it is done.
+A status line says what the loop is doing (loading, making a chunk, ready); the stats line
+says what the machine does now: the last chunk's time, the frames per second that makes,
+and the last key-to-frame time as the kernel sees it (the browser adds its own delay).
+
+The minimap is a plotly `FigureWidget` (it needs the `anywidget` package): the top-down
+trajectory (x east, y north, equal aspect) and an arrow at the current position pointing
+along the heading, plus an empty "3D cache" trace that `show_cache_points` fills (room for
+the memory cache). It is redrawn in one `batch_update` once per chunk (every
+`chunk_frames` steps) and at the end of a script, not per frame, so it does not slow play
+down. Errors raised in callbacks land in an `Output`
 widget instead of vanishing.
 
 Shape legend: h w height/width, t positions, n cache points.
@@ -20,12 +30,16 @@ Shape legend: h w height/width, t positions, n cache points.
 from __future__ import annotations
 
 import collections
+import html
+import threading
 
 import numpy as np
 
 from ..camera import Action, heading_from_pose
+from ..episodes.recording import DEFAULT_FPS, game_fps
 from ..model.textenc import check_prompt
 from ..viz import to_png_bytes
+from .live import LiveLoop
 from .session import DEMO_PROMPT, WorldSession, check_action
 
 MOVE_M, TURN_DEG, LOOK_DEG = 0.25, 10.0, 5.0  # per frame; a key press holds it for a chunk
@@ -45,6 +59,8 @@ MAP_PX, MAP_TRAIL = 240, 512  # minimap side in pixels; positions kept for the t
 CACHE_TRACE, TRAIL_TRACE, HERE_TRACE = 0, 1, 2  # the minimap's traces, in drawing order
 PAD_LAYOUT = {"grid_template_columns": "repeat(6, 95px)"}  # on-screen buttons, 2 rows
 KEEP_SIZE = {"flex": "0 0 auto"}  # a narrow page wraps the screens instead of squeezing them
+STATUS_COLOURS = {"loading": "#d08000", "busy": "#d08000", "ready": "#2a9d2a",
+                  "error": "#d03030", "closed": "#888"}
 
 
 def map_figure():
@@ -72,10 +88,18 @@ def _screen(frame: np.ndarray) -> bytes:
     return to_png_bytes(frame.repeat(scale, axis=0).repeat(scale, axis=1))
 
 
-def format_stats(stats: dict) -> str:
-    parts = [f"step {stats['step']}", f"{stats['fps']:.1f} fps",
-             f"chunk {stats.get('chunk_latency_ms', float('nan')):.0f} ms",
-             f"cache {stats['cache_chunks']} chunks", f"{stats['rss_mb']:.0f} MB"]
+def format_stats(stats: dict, chunk_frames: int, key_to_frame_ms: float | None = None) -> str:
+    """The stats line: the frame on screen, then what this machine does now (the last
+    chunk's generation time and the frames per second that makes, the last key-to-frame
+    time), the KV cache, memory, and the score against the engine twin."""
+    parts = [f"frame {stats['step']}"]
+    chunk_ms = stats.get("chunk_latency_ms")
+    if chunk_ms:
+        parts.append(f"making {1e3 * chunk_frames / chunk_ms:.1f} frames/s "
+                     f"({chunk_ms:.0f} ms per {chunk_frames}-frame chunk)")
+    if key_to_frame_ms is not None:
+        parts.append(f"key to frame {key_to_frame_ms:.0f} ms")
+    parts += [f"KV cache {stats['cache_chunks']} chunks", f"{stats['rss_mb']:.0f} MB"]
     if stats.get("psnr") is not None:
         parts.append(f"PSNR vs engine {stats['psnr']:.1f} dB")
     if stats.get("event"):
@@ -96,12 +120,15 @@ class NotebookGame:
             raise ValueError(f"NotebookGame needs a WorldSession after reset(), got "
                              f"{session!r}")
         self.session = session
+        self.lock = threading.RLock()  # one user of the session at a time
         now = session.current()
         self.image = W.Image(format="png", value=_screen(now.frame), layout=KEEP_SIZE)
         self.twin = W.Image(format="png", value=_screen(now.twin_frame), layout=KEEP_SIZE) \
             if now.twin_frame is not None else None
         self.map = map_figure()
-        self.stats = W.HTML()
+        self.status, self.stats = W.HTML(), W.HTML()
+        self.status.add_class("worldlab-status")  # names for scripts/browser_play_check.py
+        self.stats.add_class("worldlab-stats")
         self.errors = W.Output(layout={"border": "1px solid #ddd"})
         self.prompt = W.Combobox(placeholder="an event, e.g. summon a monster",
                                  options=list(examples or self._examples()),
@@ -111,22 +138,31 @@ class NotebookGame:
         pad = []
         for key, label in PAD:
             b = W.Button(description=label, layout={"width": "90px"})
-            b.on_click(lambda _, k=key: self._guard(self.press, k))
+            b.on_click(lambda _, k=key: self._guard(self.offer, k))
             pad.append(b)
+        again = W.Button(description="restart", layout={"width": "90px"},
+                         tooltip="start again from the engine's first chunk (e.g. after "
+                                 "the engine's player died)")
+        again.on_click(lambda _: self._guard(self.restart))
         self._events = Event(source=self.image, watched_events=["keydown"],
                              prevent_default_action=True)
-        self._events.on_dom_event(lambda e: self._guard(self.press, e.get("key", "")))
+        self._events.on_dom_event(lambda e: self._guard(self.offer, e.get("key", "")))
+        engine = session.engine
+        self.live = LiveLoop(session, self._show, 1.0 / (game_fps(engine) if engine is not
+                                                          None else DEFAULT_FPS),
+                             self._set_status, self._log_error, self.lock)
         self._trail = collections.deque(maxlen=MAP_TRAIL)  # (x, y) metres
         self._yaw = 0.0  # degrees, of the last pose shown
-        self._prompt: str | None = None
+        self._key_ms: float | None = None  # the last key-to-frame time
         help_ = W.Label("Keep the pointer over the game image: WASD move, arrows turn/look, "
-                        "space jump, F attack, E use.")
+                        "space jump, F attack, E use; restart starts the level again.")
         screens = [self.image] + ([self.twin] if self.twin is not None else []) + \
             [W.Box([self.map], layout=KEEP_SIZE)]  # .layout of a FigureWidget is plotly's
         self.widget = W.VBox([help_, W.HBox(screens, layout={"flex_flow": "row wrap"}),
-                              self.stats,
-                              W.GridBox(pad, layout=PAD_LAYOUT),
+                              self.status, self.stats,
+                              W.GridBox(pad + [again], layout=PAD_LAYOUT),
                               W.HBox([self.prompt, send]), self.errors])
+        self._set_status("ready", "not started: show() warms the model up")
         self._show(now)
         self.draw_map()
 
@@ -136,34 +172,68 @@ class NotebookGame:
         return tuple(spec.keywords[0] for spec in engine.events) if engine is not None \
             else (DEMO_PROMPT,)
 
-    # ---- the one code path for keys, buttons and scripts --------------------------------
+    def show(self, warm_up: bool = True):
+        """The widget, to display; starts the live loop (with one silent warm-up chunk)."""
+        self.live.start(warm_up)
+        return self.widget
+
+    def close(self) -> None:
+        """Stop the live loop's threads (the widgets stay on screen)."""
+        self.live.close()
+
+    def restart(self):
+        """Start the session again from its engine's first chunk, same seed (the engine's
+        episode may have ended: in DOOM a summoned imp kills the player). Returns step 0."""
+        with self.lock:
+            s = self.session.state
+            if s.engine_name is None:
+                raise ValueError("restart needs a session reset from an engine; this one "
+                                 "started from your own frames: call session.reset()")
+            first = self.session.reset(engine=s.engine_name, seed=s.seed)
+            self._trail.clear()
+            self._show(first)
+            self.draw_map()
+        self._set_status("ready", "restarted from the engine's first chunk")
+        return first
+
+    # ---- keys: the live path (coalesced, paced) and the direct one -----------------------
+
+    def offer(self, key: str) -> bool:
+        """A key press from the browser or a button: hand it to the live loop and return at
+        once (True if it replaced a press still waiting). Unknown keys are ignored."""
+        action = self._action(key)
+        if action is None:
+            return False
+        return self.live.offer(action, key)
 
     def press(self, key: str):
-        """A key name (see KEYMAP); unknown keys are ignored, like a game does. Returns the
-        last StepResult.
+        """Play one key press now, on this thread, frames shown without pacing; returns the
+        last StepResult (None for an unknown key). A press is `session.step_chunk`: with the
+        "hold" policy it plays out the chunk its action opens (f frames, each shown), so
+        every press counts, as a short hold of the key; with "buffer" it is one step."""
+        action = self._action(key)
+        if action is None:
+            return None
+        with self.lock:
+            results = self.session.step_chunk(action, self.live.take_prompt())
+            for result in results:
+                self._show(result)
+        return results[-1]
 
-        A press is `session.step_chunk`: with the "hold" policy it plays out the chunk its
-        action opens (f frames, each shown), so every press counts, as a short hold of the
-        key; with "buffer" it is one step.
-        """
+    @staticmethod
+    def _action(key: str) -> Action | None:
         if not isinstance(key, str):
             raise ValueError(f"key must be a str, a key name such as 'w' or 'ArrowLeft' "
                              f"(see KEYMAP), got {type(key).__name__} {key!r}")
-        action = KEYMAP.get(key) or KEYMAP.get(key.lower())  # "W" with shift is "w"
-        if action is None:
-            return None
-        prompt, self._prompt = self._prompt, None
-        results = self.session.step_chunk(action, prompt)
-        for result in results:
-            self._show(result)
-        return results[-1]
+        return KEYMAP.get(key) or KEYMAP.get(key.lower())  # "W" with shift is "w"
 
     def apply(self, action, prompt: str | None = None):
         """One session step with `action` (and `prompt`, else the one queued in the box)."""
         action = check_action(action)
-        prompt, self._prompt = (prompt if prompt is not None else self._prompt), None
-        result = self.session.step(action, prompt)
-        self._show(result)
+        with self.lock:
+            queued = self.live.take_prompt()
+            result = self.session.step(action, prompt if prompt is not None else queued)
+            self._show(result)
         return result
 
     def run_script(self, actions, prompts=None) -> list:
@@ -174,29 +244,44 @@ class NotebookGame:
         if len(prompts) != len(actions):
             raise ValueError(f"prompts must align with actions: {len(prompts)} prompts for "
                              f"{len(actions)} actions")
-        results = [self.apply(a, p) for a, p in zip(actions, prompts)]
+        with self.lock:
+            results = [self.apply(a, p) for a, p in zip(actions, prompts)]
         self.draw_map()  # the last steps of a chunk are not on the map yet
         return results
 
     def _queue_prompt(self):
-        self._prompt = check_prompt(self.prompt.value)
+        self.live.prompt(check_prompt(self.prompt.value))
+        self._set_status("ready", f"prompt {self.prompt.value!r} waits for the next chunk")
 
     def _guard(self, fn, *args):
         """Run a callback; a raised error is printed in the errors panel, not lost."""
         try:
             return fn(*args)
         except Exception as e:  # noqa: BLE001 - a widget callback must not die silently
-            self.errors.append_stdout(f"{type(e).__name__}: {e}\n")
+            self._log_error(e)
             return None
 
-    def _show(self, result) -> None:
+    def _log_error(self, e: Exception) -> None:
+        self.errors.append_stdout(f"{type(e).__name__}: {e}\n")
+
+    def _set_status(self, kind: str, text: str) -> None:
+        merged = self.live.mailbox.dropped if hasattr(self, "live") else 0
+        note = f" &middot; {merged} presses merged while busy" if merged else ""
+        if kind == "error":
+            note += " &middot; the restart button starts the level again"
+        self.status.value = (f"<span style='color:{STATUS_COLOURS[kind]}'>&#9679;</span> "
+                             f"<code>{html.escape(text)}</code>{note}")
+
+    def _show(self, result, key_to_frame_ms: float | None = None) -> None:
         """Put a StepResult on screen: frame, twin, trail, stats (the map once per chunk)."""
         self.image.value = _screen(result.frame)
         if self.twin is not None and result.twin_frame is not None:
             self.twin.value = _screen(result.twin_frame)
         pos, self._yaw, _ = heading_from_pose(result.c2w)
         self._trail.append(pos[:2])
-        self.stats.value = f"<code>{format_stats(result.stats)}</code>"
+        self._key_ms = key_to_frame_ms if key_to_frame_ms is not None else self._key_ms
+        line = format_stats(result.stats, self.session.f, self._key_ms)
+        self.stats.value = f"<code>{html.escape(line)}</code>"
         if result.step and result.step % self.session.f == 0:  # once per chunk
             self.draw_map()
 

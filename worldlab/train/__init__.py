@@ -1,5 +1,6 @@
-"""Training: the loop (`fit`, step-seeded and resumable, through accelerate), the losses,
-atomic checkpoints, and the recipes that the `train` command and the notebooks share:
+"""Training: the loop (`fit`, step-seeded and resumable, through accelerate: DDP or FSDP,
+`sharding`), the losses, atomic checkpoints, what a run needs against what the machine has
+(`hardware`), and the recipes that the `train` command and the notebooks share:
 
     run = wl.train.autoencoder(store, cfg.autoencoder, out, callbacks=[plot])
     run = wl.train.world(store, cfg, out, autoencoder=ae_dir, callbacks=[plot])

@@ -37,6 +37,7 @@ from safetensors.torch import save_file
 from ..atomic import atomic_dir
 from ..loading import (check_tensors, read_json, read_model_config, read_safetensors,
                        read_weights)
+from .sharding import load_full_state, shard_like
 
 CHECKPOINT_RE = re.compile(r"^step_(\d{8})$")
 STATE_KEY_RE = re.compile(r"^state\.(\d+)\.(.+)$")  # optimizer tensor: param index, name
@@ -106,6 +107,7 @@ def read_optimizer(path: Path, optimizer, groups, groups_file: Path
         if value.ndim and (value.shape != p.shape or value.dtype != p.dtype):
             raise ValueError(f"{path}: {key!r} is {value.dtype} {tuple(value.shape)}; its "
                              f"parameter is {p.dtype} {tuple(p.shape)}")
+        value = shard_like(value, p) if value.ndim else value  # as FSDP shards p, if it does
         state.setdefault(int(match[1]), {})[match[2]] = value
     names = sorted({tuple(sorted(entry)) for entry in state.values()})
     if len(names) > 1:  # one optimizer keeps the same tensors for every parameter it steps
@@ -138,8 +140,10 @@ def latest_checkpoint(out_dir: Path) -> Path | None:
 
 def save_checkpoint(out_dir: Path, step: int, model, optimizer, ema=None,
                     extra: dict[str, Any] | None = None, keep: int = 0) -> Path:
-    """Write checkpoint `step` atomically; keep only the newest `keep` (0 = all)."""
-    tensors, groups = flatten_optimizer(optimizer.state_dict())
+    """Write checkpoint `step` atomically; keep only the newest `keep` (0 = all).
+    `optimizer` is the optimizer or its state dict (under FSDP: gathered, see sharding)."""
+    state = optimizer if isinstance(optimizer, dict) else optimizer.state_dict()
+    tensors, groups = flatten_optimizer(state)
     tensors["rng.torch"] = torch.get_rng_state()
     meta = {"step": step, "param_groups": groups, **(extra or {})}
 
@@ -215,7 +219,8 @@ def read_trainer_state(path: Path) -> dict[str, Any]:
 
 def load_checkpoint(path: Path, model, optimizer, ema=None) -> dict[str, Any]:
     """Restore model, EMA, optimizer and the torch RNG from `path`; return trainer_state.
-    All or nothing: on any error none of them has changed."""
+    All or nothing: on any error none of them has changed. Under FSDP every rank calls it
+    and keeps its own shards."""
     path = Path(path)
     state_file = path / "trainer_state.json"
     if not state_file.exists():
@@ -229,9 +234,9 @@ def load_checkpoint(path: Path, model, optimizer, ema=None) -> dict[str, Any]:
     opt_state, rng = read_optimizer(path / "optimizer.safetensors", optimizer,
                                     meta["param_groups"], state_file)
     # everything is read and checked: nothing below can fail half-way
-    model.load_state_dict(weights, strict=True)
+    load_full_state(model, weights)
     if ema is not None:
-        ema.load_state_dict(ema_weights, strict=True)
+        load_full_state(ema, ema_weights)
     optimizer.load_state_dict(opt_state)
     torch.set_rng_state(rng)
     return meta

@@ -6,6 +6,7 @@ with a progress bar and a summary line.
         --autoencoder runs/ae/model --out runs/world
     python -m worldlab train package --autoencoder runs/ae/model --world runs/world \
         --out runs/myworld
+    python -m worldlab train check --preset base --accelerate-config configs/accelerate/fsdp.yaml
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ import ast
 from typing import Any
 
 from ..config import PRESETS, make_config
-from . import recipes
+from . import hardware, recipes
 
 
 class Progress:
@@ -87,7 +88,8 @@ def _config(args):
 def _cli_autoencoder(args) -> int:
     with Progress("autoencoder") as progress:
         run = recipes.autoencoder(args.data, _config(args).autoencoder, args.out,
-                                  holdout=args.holdout, minutes=args.minutes,
+                                  holdout=args.holdout, init=args.init,
+                                  minutes=args.minutes,
                                   device=args.device, resume=args.resume, **progress.hooks)
     print(f"held-out ({len(run.held_ids)} episodes): PSNR {run.scores['psnr']:.2f} dB, "
           f"SSIM {run.scores['ssim']:.4f}")
@@ -113,6 +115,30 @@ def _cli_package(args) -> int:
     return 0
 
 
+def _cli_check(args) -> int:
+    """The memory estimate of a preset against this machine (and an accelerate config)."""
+    cfg = _config(args)
+    machine = hardware.this_machine(args.device, args.memory_gb)
+    processes, sharded = 1, False
+    if args.accelerate_config is not None:
+        found = hardware.check_accelerate_config(args.accelerate_config, machine)
+        processes, sharded = hardware.processes_of(found)
+        print(f"{args.accelerate_config}: {processes} process(es), "
+              f"{'FSDP' if sharded else 'replicated weights'}: matches this machine")
+    channels, size = hardware.latent_geometry(cfg)
+    estimate = hardware.train_memory(cfg, channels, size, processes, sharded,
+                                     cuda=machine.kind == "cuda")
+    data = hardware.clip_tensor_bytes(cfg.data.episodes * cfg.data.frames, channels, size)
+    print(f"{args.preset} preset, batch {cfg.train.batch_size} per process: "
+          f"{hardware.describe(estimate)}")
+    print(f"clip tensors of {cfg.data.episodes} x {cfg.data.frames} frames: "
+          f"{data / hardware.GIB:.2f} GiB, on the device if they fit beside it")
+    hardware.check_memory(estimate, machine, f"the {args.preset} preset")
+    print(f"fits: {machine.kind} ({machine.name}) has "
+          f"{machine.memory_bytes / hardware.GIB:.2f} GiB per device")
+    return 0
+
+
 def _add_common(p) -> None:
     p.add_argument("--preset", default="small", choices=PRESETS, help="config preset")
     p.add_argument("--data", required=True, help="episode store directory")
@@ -125,6 +151,10 @@ def _add_common(p) -> None:
                    help="config override, e.g. --set model__patch_size=2 (repeatable)")
     p.add_argument("--minutes", type=float, default=None,
                    help="wall-clock budget: the step count is timed to fit it (replaces --steps)")
+    p.add_argument("--init", default=None, metavar="DIR",
+                   help="start from these weights (a save_pretrained directory, e.g. "
+                        "runs/world/ema or data/checkpoints/doom64/autoencoder) with a fresh "
+                        "schedule; a world's context window may differ")
 
 
 def configure_cli(parser) -> None:
@@ -142,13 +172,22 @@ def configure_cli(parser) -> None:
                    help="autoencoder directory (needed to fill the latent cache)")
     w.add_argument("--latents", default=None, help="latent cache (default <data>/latents)")
     w.add_argument("--no-text", action="store_true", help="train without captions")
-    w.add_argument("--init", default=None, metavar="DIR",
-                   help="start from these weights (a save_pretrained directory, e.g. "
-                        "runs/world/ema) with a fresh schedule; its context window may differ")
     w.add_argument("--captions", default=None,
                    help="caption table (safetensors) to start from; the table used is saved "
                         "as <out>/captions.safetensors")
     w.set_defaults(func=_cli_world)
+    c = sub.add_parser("check", help="does a preset fit this machine (and an accelerate "
+                                     "config)?", description=hardware.__doc__.split("\n\n")[0])
+    c.add_argument("--preset", default="small", choices=PRESETS, help="config preset")
+    c.add_argument("--set", action="append", default=[], metavar="SECTION__FIELD=VALUE",
+                   help="config override (repeatable)")
+    c.add_argument("--batch-size", type=int, default=None, help="per process")
+    c.add_argument("--device", default="auto", help="auto | cpu | cuda")
+    c.add_argument("--memory-gb", type=float, default=None,
+                   help="use this memory per device instead of the one found")
+    c.add_argument("--accelerate-config", default=None, metavar="YAML",
+                   help="check this accelerate config against the machine too")
+    c.set_defaults(func=_cli_check, steps=None)
     p = sub.add_parser("package", help="assemble a world directory from training outputs",
                        description="autoencoder + world model + config (+ captions) -> one "
                                    "directory that pretrained.load_world reads")

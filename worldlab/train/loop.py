@@ -1,10 +1,17 @@
 """The training loop: `fit()`, its step-seeded batches and schedule, and budgets.
 
-`fit` knows nothing about the world model: it takes a map-style dataset and a
+`fit` knows nothing about the world model: it takes a dataset and a
 `loss_fn(model, batch, generator) -> (loss, logs)`, and runs AdamW with warmup + cosine decay,
 gradient clipping, an EMA copy, atomic checkpoints (`checkpoints.py`) and resume, all through
-`accelerate.Accelerator` (one CPU, one GPU, or `accelerate launch` over many; bf16 autocast
-when `mixed_precision="bf16"`). The autoencoder trains through the same loop.
+`accelerate.Accelerator` (one CPU, one GPU, or `accelerate launch` over many with DDP or
+FSDP, see `sharding.py`; bf16 autocast when `mixed_precision="bf16"`, torch.compile when
+`compile`, gradient checkpointing when `grad_checkpointing`). The autoencoder trains
+through the same loop.
+
+Data: a dataset with `gather(indices) -> batch` (`episodes.ClipTensors`: tensors already on
+the device) is indexed once per step; any other map-style dataset goes through a
+DataLoader (`collate_fn`, `num_workers`). Each step's state reports `data_s`, the seconds
+the step waited for its batch.
 
 Determinism: step s draws its batch indices and all its noise from generators seeded with
 (seed, s, rank), and the learning rate is a pure function of s, so a run resumed from a
@@ -18,6 +25,7 @@ from __future__ import annotations
 import copy
 import dataclasses
 import math
+import os
 import time
 from collections.abc import Callable, Iterable
 from pathlib import Path
@@ -28,6 +36,8 @@ import torch
 
 from ..config import TrainConfig
 from .checkpoints import latest_checkpoint, load_checkpoint, save_checkpoint, save_model_dir
+from .sharding import (Unsharded, broadcast_from_main, clip_grad_norm, full_optimizer_state,
+                       sharded_copy, uses_fsdp)
 
 _DATA_STREAM, _NOISE_STREAM = 0, 1
 
@@ -51,7 +61,8 @@ def lr_at(step: int, cfg: TrainConfig) -> float:
 
 
 class StepBatchSampler(torch.utils.data.Sampler):
-    """Batches of `batch_size` indices (with replacement) for steps [start, stop), seeded by step."""
+    """Batches of `batch_size` indices (with replacement) for steps [start, stop), seeded by
+    step."""
 
     def __init__(self, n: int, batch_size: int, seed: int, start: int, stop: int,
                  rank: int = 0):
@@ -85,9 +96,21 @@ def make_accelerator(cfg: TrainConfig, device: str = "auto"):
     cpu = device == "cpu" or not torch.cuda.is_available()
     mp = cfg.mixed_precision if not cpu else "no"
     if not cpu:  # TF32 matmuls: float32 training at tensor-core speed (10-bit mantissa)
+        _check_launch()
         torch.backends.cuda.matmul.allow_tf32 = True
         torch.backends.cudnn.allow_tf32 = True
     return Accelerator(cpu=cpu, mixed_precision=mp)
+
+
+def _check_launch() -> None:
+    """A launcher that starts more processes on this machine than it has GPUs fails here,
+    named, rather than in CUDA's "invalid device ordinal"."""
+    local = int(os.environ.get("LOCAL_WORLD_SIZE", "1"))
+    if local > torch.cuda.device_count():
+        raise ValueError(f"the launcher started {local} processes on this machine "
+                         f"(LOCAL_WORLD_SIZE) but torch sees {torch.cuda.device_count()} "
+                         f"CUDA device(s); set num_processes in the accelerate config to at "
+                         f"most the GPUs per machine")
 
 
 def _to_device(batch: Any, device) -> Any:
@@ -112,6 +135,16 @@ def _check_train_config(cfg: TrainConfig) -> None:
         raise ValueError(f"TrainConfig.ema_decay must be in [0, 1), got {cfg.ema_decay}")
 
 
+def _batches(dataset, sampler, collate_fn, num_workers: int, device):
+    """The batches of `sampler`'s steps on `device`: gathered by index where the dataset
+    holds tensors (`gather`), else read item by item through a DataLoader."""
+    if hasattr(dataset, "gather"):
+        return (_to_device(dataset.gather(indices), device) for indices in sampler)
+    loader = torch.utils.data.DataLoader(dataset, batch_sampler=sampler,
+                                         collate_fn=collate_fn, num_workers=num_workers)
+    return (_to_device(batch, device) for batch in loader)
+
+
 def _restore(out_dir, resume: bool, model, optimizer, ema) -> int:
     """Load the latest checkpoint under out_dir if resuming; return the step to start at."""
     if not resume:
@@ -128,38 +161,71 @@ def fit(model, dataset, cfg: TrainConfig, loss_fn: Callable, callbacks: Iterable
     """Train `model` on `dataset` for cfg.steps steps; returns the last step's state.
 
     Every step calls each callback (on the main process) with dict(step, loss, lr, grad_norm,
-    + the loss_fn's logs). With `out_dir`, checkpoints go to out_dir/checkpoints every
-    `checkpoint_every` steps and at the end, the final weights to out_dir/model and
+    data_s, + the loss_fn's logs). With `out_dir`, checkpoints go to out_dir/checkpoints
+    every `checkpoint_every` steps and at the end, the final weights to out_dir/model and
     out_dir/ema. `resume=True` continues from the newest checkpoint there (from scratch if
-    there is none). The returned state also holds `model` and `ema` (None if ema_decay = 0).
+    there is none). The returned state also holds `model` and `ema` (None if ema_decay = 0),
+    unsharded (under FSDP: copies holding the gathered weights).
     """
     _check_train_config(cfg)
     acc = accelerator or make_accelerator(cfg)
-    model = model.to(acc.device)
-    opt = torch.optim.AdamW(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
-    wrapped, opt = acc.prepare(model, opt)  # DDP broadcasts rank 0's weights here
-    ema = copy.deepcopy(model).requires_grad_(False) if cfg.ema_decay > 0 else None
-    start = _restore(out_dir, resume, model, opt, ema)
-    loader = torch.utils.data.DataLoader(
-        dataset, batch_sampler=StepBatchSampler(len(dataset), cfg.batch_size, cfg.seed, start,
-                                                cfg.steps, acc.process_index),
-        collate_fn=collate_fn, num_workers=num_workers)
+    run = _Run(model, cfg, acc)
+    start = _restore(out_dir, resume, run.model, run.opt, run.ema)
+    sampler = StepBatchSampler(len(dataset), cfg.batch_size, cfg.seed, start, cfg.steps,
+                               acc.process_index)
+    batches = _batches(dataset, sampler, collate_fn, num_workers, acc.device)
     state: dict[str, Any] = {"step": start}
-    wrapped.train()
-    for step, batch in zip(range(start, cfg.steps), loader):
-        state = _train_step(wrapped, model, ema, opt, acc, loss_fn, cfg, step, batch)
+    run.wrapped.train()
+    for step in range(start, cfg.steps):
+        t0 = time.perf_counter()
+        batch = next(batches)
+        waited = time.perf_counter() - t0
+        state = {**_train_step(run, acc, loss_fn, cfg, step, batch), "data_s": waited}
         done = step + 1
         if out_dir is not None and (done % cfg.checkpoint_every == 0 or done == cfg.steps):
-            _save(acc, out_dir, done, model, opt, ema, cfg)
+            _save(acc, out_dir, done, run, cfg)
         if acc.is_main_process:
             for cb in callbacks:
                 cb(state)
+    model, ema = run.weights()
     if out_dir is not None and acc.is_main_process:
         save_model_dir(model, Path(out_dir) / "model")
         if ema is not None:
             save_model_dir(ema, Path(out_dir) / "ema")
     acc.wait_for_everyone()
     return {**state, "model": model, "ema": ema}
+
+
+class _Run:
+    """What `fit` trains: the model, what the loss calls (`wrapped`: DDP, FSDP or compiled),
+    the optimizer and the EMA, prepared by the accelerator."""
+
+    def __init__(self, model, cfg: TrainConfig, acc):
+        self.sharded = uses_fsdp(acc)
+        if cfg.grad_checkpointing:
+            model.enable_gradient_checkpointing()  # diffusers; a clear error if unsupported
+        model = model.to(acc.device)
+        keep_ema = cfg.ema_decay > 0
+        self.unsharded = ema = None
+        if self.sharded:  # an FSDP module cannot be copied: copy it before it is sharded
+            if acc.num_processes > 1:
+                broadcast_from_main(model)
+            self.unsharded = Unsharded(model, keep_ema)
+            ema = copy.deepcopy(model) if keep_ema else None
+        opt = torch.optim.AdamW(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
+        self.wrapped, self.opt = acc.prepare(model, opt)  # DDP broadcasts rank 0's weights
+        self.model = model  # FSDP2 shards in place: `model` holds this rank's shards
+        if cfg.compile:  # here, not through accelerate: its dynamo setting is per process
+            self.wrapped = torch.compile(self.wrapped)
+        if keep_ema:
+            ema = sharded_copy(ema, model) if self.sharded else copy.deepcopy(model)
+        self.ema = None if ema is None else ema.requires_grad_(False)
+
+    def weights(self):
+        """(model, ema) with full weights; under FSDP a collective that every rank calls."""
+        if not self.sharded:
+            return self.model, self.ema
+        return self.unsharded.load(self.model, self.ema)
 
 
 def steps_for_budget(model, dataset, cfg: TrainConfig, loss_fn: Callable, minutes: float,
@@ -182,27 +248,29 @@ def steps_for_budget(model, dataset, cfg: TrainConfig, loss_fn: Callable, minute
     return max(1, int(minutes * 60 / per_step))
 
 
-def _train_step(wrapped, model, ema, opt, acc, loss_fn, cfg: TrainConfig, step: int,
-                batch) -> dict[str, Any]:
+def _train_step(run: _Run, acc, loss_fn, cfg: TrainConfig, step: int, batch
+                ) -> dict[str, Any]:
     lr = lr_at(step, cfg)
-    for group in opt.param_groups:
+    for group in run.opt.param_groups:
         group["lr"] = lr
-    batch = _to_device(batch, acc.device)
     g = step_generator(cfg.seed, step, acc.process_index, _NOISE_STREAM)
     with acc.autocast():
-        loss, logs = loss_fn(wrapped, batch, g)
+        loss, logs = loss_fn(run.wrapped, batch, g)
     acc.backward(loss)
-    grad_norm = acc.clip_grad_norm_(wrapped.parameters(), cfg.grad_clip)
-    opt.step()
-    opt.zero_grad(set_to_none=True)
-    if ema is not None:
-        ema_update(ema, model, cfg.ema_decay)
+    grad_norm = clip_grad_norm(run.model.parameters(), cfg.grad_clip) if run.sharded else \
+        acc.clip_grad_norm_(run.wrapped.parameters(), cfg.grad_clip)
+    run.opt.step()
+    run.opt.zero_grad(set_to_none=True)
+    if run.ema is not None:
+        ema_update(run.ema, run.model, cfg.ema_decay)
     return {"step": step + 1, "loss": float(loss.detach()), "lr": lr,
             "grad_norm": float(grad_norm), **logs}
 
 
-def _save(acc, out_dir, step: int, model, opt, ema, cfg: TrainConfig) -> None:
+def _save(acc, out_dir, step: int, run: _Run, cfg: TrainConfig) -> None:
     acc.wait_for_everyone()  # every rank has finished the step: the weights are final
+    model, ema = run.weights()
+    opt = full_optimizer_state(run.opt) if run.sharded else run.opt
     if acc.is_main_process:
         extra = {"train_config": vars(cfg), "world_size": acc.num_processes}
         save_checkpoint(Path(out_dir), step, model, opt, ema, extra, keep=cfg.keep_checkpoints)

@@ -85,13 +85,30 @@ def flow_matching_loss(model, latents: torch.Tensor, *, chunk_frames: int,
     return loss, {"t_mean": float((t * mask).sum() / mask.sum())}
 
 
-def world_model_loss(cfg: TrainConfig, chunk_frames: int, captions: CaptionTable | None):
-    """loss_fn(model, batch, generator) for `fit` on EpisodeClips batches with `latents`."""
+def world_model_loss(cfg: TrainConfig, chunk_frames: int, captions: CaptionTable | None,
+                     vocabulary: list[tuple[str, str, str]] | None = None):
+    """loss_fn(model, batch, generator) for `fit` on batches with `latents`, `actions`,
+    `c2w` and the chunk captions, as strings (`captions`: EpisodeClips + collate_clips) or
+    as ids into `vocabulary` (`caption_ids`: ClipTensors, whose `captions` it is). The
+    vocabulary is embedded once, on first use, and looked up on the batch's device.
+    `captions=None` trains without text."""
+    embedded: dict[torch.device, torch.Tensor] = {}  # device -> (u, 3, e)
+
+    def text_of(batch: dict, device: torch.device) -> torch.Tensor | None:
+        if captions is None:
+            return None
+        if "caption_ids" not in batch:
+            return captions.embed(batch["captions"]).to(device)  # (b, n, 3, e)
+        if vocabulary is None:
+            raise ValueError("the batches carry caption_ids; pass the vocabulary they index "
+                             "(ClipTensors.captions) to world_model_loss")
+        if device not in embedded:
+            embedded[device] = captions.embed([vocabulary])[0].to(device)
+        return embedded[device][batch["caption_ids"]]  # (b, n, 3, e)
+
     def loss_fn(model, batch: dict, generator: torch.Generator):
         lat = batch["latents"].float()  # (b, t, c, h, w)
-        text = None
-        if captions is not None:
-            text = captions.embed(batch["captions"]).to(lat.device)  # (b, n, 3, e)
+        text = text_of(batch, lat.device)
         return flow_matching_loss(
             model, lat, chunk_frames=chunk_frames, generator=generator, forcing=cfg.forcing,
             schedule=cfg.time_schedule, text_dropout=cfg.text_dropout,

@@ -22,19 +22,23 @@ import torch
 
 from ..atomic import atomic_write_json, atomic_write_text
 from ..config import AutoencoderConfig, TrainConfig, WorldConfig
-from ..episodes import EpisodeClips, EpisodeStore, LatentCache, collate_clips, load_frames
-from ..loading import load_module
+from ..episodes import ClipTensors, EpisodeStore, LatentCache, load_frames
+from ..loading import load_module, read_model_config
 from ..model.autoencoder import (VideoAutoencoder, encode_store, evaluate_autoencoder,
-                                 fit_latent_scale, frames_to_tensor)
+                                 fit_latent_scale, frames_to_tensor, without_lowest_level)
 from ..model.discriminator import AutoencoderWithCritic, PatchDiscriminator
 from ..model.dit import WorldModel
 from ..model.textenc import CaptionTable
 from ..pretrained import CAPTIONS_FILE, package_world
 from .checkpoints import load_weights, save_model_dir
+from .hardware import (check_memory, clip_tensor_bytes, latent_geometry, this_machine,
+                       train_memory)
 from .losses import autoencoder_gan_loss, autoencoder_loss, world_model_loss
 from .loop import fit, make_accelerator, steps_for_budget
+from .sharding import uses_fsdp
 
 LATENT_SCALE_FRAMES, HELD_OUT_FRAMES = 2048, 1024  # frames measured after training
+LATENT_SCALE_FIELDS = ("scaling_factor", "shift_factor")  # config fields measured, not chosen
 
 
 def _n_params(model) -> int:
@@ -115,12 +119,47 @@ def autoencoder_trainee(cfg: AutoencoderConfig, seed: int
     return ae, AutoencoderWithCritic(ae, critic), autoencoder_gan_loss(cfg)
 
 
+def load_init(ae: VideoAutoencoder, init: Path) -> None:
+    """Start `ae` from the autoencoder at `init`: the same architecture (the latent scale may
+    differ, it is measured again), or one with one more level (an 8x `init` for a 4x `ae`:
+    every weight but its lowest-resolution level's, `without_lowest_level`)."""
+    saved = read_model_config(init)
+    mine = list(ae.config.block_out_channels)
+    theirs = saved.get("block_out_channels")
+    if isinstance(theirs, list) and theirs[:-1] == mine and theirs[-2:-1] == theirs[-1:]:
+        bigger = VideoAutoencoder.from_config(saved)  # checks every tensor of the file
+        load_weights(bigger, init, ignore=LATENT_SCALE_FIELDS)
+        ae.load_state_dict(without_lowest_level(bigger.state_dict(), len(theirs)))
+        return
+    load_weights(ae, init, ignore=LATENT_SCALE_FIELDS)
+
+
+def freeze_encoder(ae: VideoAutoencoder, init) -> None:
+    """Keep the encoder (and its latent scale) of the weights at `init` as they are: only the
+    decoder will learn, so world models trained on these latents still read them."""
+    if init is None:
+        raise ValueError("autoencoder.train_encoder=False keeps the encoder as it is: start "
+                         "from saved weights (init / --init DIR)")
+    saved = read_model_config(Path(init))
+    ae.register_to_config(**{k: saved[k] for k in LATENT_SCALE_FIELDS})
+    for part in (ae.vae.encoder, ae.vae.quant_conv):
+        part.requires_grad_(False)
+
+
 def autoencoder(store, cfg: AutoencoderConfig, out=None, *, holdout: float = 0.1,
-                minutes: float | None = None, device: str = "auto", resume: bool = False,
+                init=None, minutes: float | None = None, device: str = "auto",
+                resume: bool = False,
                 callbacks: Iterable[Callable] = (), on_start: Callable | None = None
                 ) -> AutoencoderRun:
     """Train the autoencoder on every frame of a store's episodes but the held-out last
     `holdout` share; normalise its latents; score reconstructions of held-out frames.
+
+    `init` (an autoencoder directory, e.g. a packaged world's `autoencoder/`, or one with
+    one more level, see `load_init`) starts from its weights with a fresh schedule:
+    fine-tuning on new data; with `resume` too, a
+    checkpoint in `out` wins (so one command starts or continues such a run). With
+    cfg.train_encoder=False only the decoder learns (see `freeze_encoder`). The critic, if
+    any, starts fresh from `init`.
 
     With cfg.disc_weight > 0 it trains against a patch discriminator (see
     `autoencoder_gan_loss`). `minutes` replaces cfg.steps by the count that fits (timed on
@@ -133,6 +172,10 @@ def autoencoder(store, cfg: AutoencoderConfig, out=None, *, holdout: float = 0.1
     rgb, depth = load_frames(store, train_ids, cfg.depth_channel)
     tc = autoencoder_train_config(cfg)
     ae, trainee, loss_fn = autoencoder_trainee(cfg, tc.seed)
+    if init is not None:
+        load_init(ae, Path(init))
+    if not cfg.train_encoder:
+        freeze_encoder(ae, init)
     data, acc = FrameDataset(rgb, depth), make_accelerator(tc, device)
     if minutes:
         tc = autoencoder_train_config(
@@ -145,7 +188,8 @@ def autoencoder(store, cfg: AutoencoderConfig, out=None, *, holdout: float = 0.1
                 accelerator=acc)
     ae.eval()
     n = LATENT_SCALE_FRAMES
-    fit_latent_scale(ae, frames_to_tensor(rgb[:n], None if depth is None else depth[:n]))
+    if cfg.train_encoder:  # else the latents are the init's, and so is their scale
+        fit_latent_scale(ae, frames_to_tensor(rgb[:n], None if depth is None else depth[:n]))
     held_rgb, held_depth = load_frames(store, held_ids, cfg.depth_channel)
     n = HELD_OUT_FRAMES
     scores = evaluate_autoencoder(ae, frames_to_tensor(
@@ -171,7 +215,7 @@ class WorldRun:
     config: WorldConfig  # as trained: the data section describes the episodes it read
     captions: CaptionTable | None  # every caption seen in training, None without text
     latents: LatentCache
-    clips: EpisodeClips
+    clips: ClipTensors  # every training clip, as tensors on the device it trained on
     state: dict  # fit's last state
 
 
@@ -213,6 +257,10 @@ def world(store, cfg: WorldConfig, out=None, *, autoencoder=None, latents=None,
     fresh schedule (the context window may differ). `minutes` replaces cfg.train.steps by
     the count that fits. With `out`: checkpoints (resumable), `model/`, `ema/`,
     `world_config.json` and `captions.safetensors`, what `package` assembles.
+
+    A config too big for the device's memory fails before anything is read (see
+    `hardware`). The clips are loaded once as tensors (`ClipTensors`) on the training
+    device, or in CPU memory when they would crowd the model out of the GPU.
     """
     store = _store(store)
     ids = sorted(store.index) if ids is None else list(ids)
@@ -222,21 +270,21 @@ def world(store, cfg: WorldConfig, out=None, *, autoencoder=None, latents=None,
     acc = make_accelerator(cfg.train, device)
     cache = latents if isinstance(latents, LatentCache) else \
         LatentCache(latents if latents is not None else store.root / "latents")
-    encoded = fill_latents(store, cache, autoencoder, acc.device)
+    data_device = _fits(cfg, store, ids, cache, acc)
+    with acc.main_process_first():  # one process encodes, the others find them cached
+        encoded = fill_latents(store, cache, autoencoder, acc.device)
     sample = cache.get(ids[0])  # (t, c, h', w')
     model = seeded(lambda: WorldModel.from_config_dataclass(cfg.model, sample.shape[1],
                                                             sample.shape[-1]), cfg.train.seed)
     if init is not None:
         load_weights(model, Path(init), ignore=("window_chunks",))  # no weight uses it
     f = cfg.model.chunk_frames
-    clips = EpisodeClips(store, clip_frames=f * cfg.data.clip_chunks, chunk_frames=f,
-                         stride=f, latents=cache, ids=ids, cache_episodes=len(ids))
+    clips = ClipTensors(store, cache, clip_frames=f * cfg.data.clip_chunks, chunk_frames=f,
+                        stride=f, ids=ids, device=data_device)
     table = _caption_table(captions, text)
-    loss_fn = world_model_loss(cfg.train, f, table)
+    loss_fn = world_model_loss(cfg.train, f, table, clips.captions)
     if minutes:
-        clips.preload()  # else the timed probe steps would be reading episodes from disk
-        cfg.train.steps = steps_for_budget(model, clips, cfg.train, loss_fn, minutes, acc,
-                                           collate_fn=collate_clips)
+        cfg.train.steps = steps_for_budget(model, clips, cfg.train, loss_fn, minutes, acc)
     if out is not None:
         Path(out).mkdir(parents=True, exist_ok=True)
         atomic_write_text(Path(out) / "world_config.json", cfg.to_json())
@@ -244,10 +292,27 @@ def world(store, cfg: WorldConfig, out=None, *, autoencoder=None, latents=None,
         on_start({"parameters": _n_params(model), "clips": len(clips), "steps": cfg.train.steps,
                   "encoded": encoded, "latents": str(cache.root)})
     state = fit(model, clips, cfg.train, loss_fn, callbacks=callbacks, out_dir=out,
-                resume=resume, collate_fn=collate_clips, accelerator=acc)
+                resume=resume, accelerator=acc)
     if table is not None and out is not None:
         table.save(Path(out) / CAPTIONS_FILE)
     return WorldRun(state["model"], state["ema"], cfg, table, cache, clips, state)
+
+
+def _fits(cfg: WorldConfig, store: EpisodeStore, ids: list[str], cache: LatentCache,
+          acc) -> torch.device:
+    """Check that training `cfg` fits the device (a ValueError with the estimate if not);
+    return where the clip tensors go: the device if they fit beside it, else the CPU."""
+    channels, size = (cache.get(ids[0]).shape[1], cache.get(ids[0]).shape[-1]) \
+        if cache.has(ids[0]) else latent_geometry(cfg)
+    machine = this_machine(acc.device.type)
+    shape = dict(processes=acc.num_processes, sharded=uses_fsdp(acc),
+                 cuda=machine.kind == "cuda")
+    estimate = check_memory(train_memory(cfg, channels, size, **shape), machine,
+                            f"training the world model ({cfg.preset} preset)")
+    frames = sum(store.index[i]["frames"] for i in ids)
+    data = clip_tensor_bytes(frames, channels, size)
+    return acc.device if estimate["total"] + data <= machine.memory_bytes \
+        else torch.device("cpu")
 
 
 def package(autoencoder, run, out, weights: str = "ema", half: bool = True) -> Path:

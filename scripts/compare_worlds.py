@@ -1,0 +1,178 @@
+"""Old world against new, on the engine's ground truth: data/results/worlds.json and a strip.
+
+    .venv/bin/python scripts/compare_worlds.py                     # the shipped pair
+    .venv/bin/python scripts/compare_worlds.py --new runs/w2/package --parts world
+    .venv/bin/python scripts/compare_worlds.py --autoencoders a=runs/a/model,b=runs/b/model \
+        --out data/results/autoencoders.json           # the autoencoder protocol alone
+
+For each world (`--old`, `--new`) it measures, on held-out seeds (HELDOUT_SEED and up):
+- coverage: the share of MAP01's reachable floor its training store visited (`--old-data`,
+  `--new-data`; the stores are recorded by the commands in data/README.md);
+- autoencoder: PSNR, SSIM, sharpness ratio and colour distance on 16 episodes from random
+  starts over the training maps MAP01-03, and on 16 from the held-out map MAP04;
+- world: the quick suite on 8 episodes from random starts over MAP01 (next chunk, the
+  32-frame rollout against repeat-last per step, mirrored controls) and the mean of a
+  128-frame open-loop rollout against repeat-last's.
+Monsters are on with the player invulnerable, as in the new training data. Each part is
+cached as JSON under --cache, so a rerun only measures what is missing. The strip (engine |
+old | new [| --strip-also worlds] at steps 8, 32, 64 of one held-out random-start walk) is
+written as a PNG.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+from datetime import date
+from pathlib import Path
+
+import numpy as np
+import torch
+
+import worldlab as wl
+from worldlab.atomic import atomic_write, atomic_write_json
+from worldlab.evaluate import autoencoder_scores, heldout_episodes, quick_suite, rollout_strip
+from worldlab.loading import load_module
+from worldlab.model.autoencoder import VideoAutoencoder
+from worldlab.viz import to_png_bytes
+
+ROOT = Path(__file__).resolve().parents[1]
+TRAIN_MAPS, HELDOUT_MAP = ("MAP01", "MAP02", "MAP03"), ("MAP04",)
+OPTS = {"monsters": "invulnerable"}
+WORLD_KEYS = ("next_chunk_psnr", "baseline_repeat_psnr", "rollout_psnr",
+              "baseline_repeat_rollout_psnr")
+AE_KEYS = ("psnr", "ssim", "sharpness_ratio", "colour_distance")
+
+
+def cached(path: Path, measure):
+    if path.exists():
+        return json.loads(path.read_text())
+    value = measure()
+    atomic_write_json(path, value)
+    return value
+
+
+def coverage_of(store_dir: str) -> dict:
+    store = wl.episodes.EpisodeStore(store_dir)
+    doom = wl.engines.make_engine("doom", size=64)
+    try:
+        report = wl.episodes.level_coverage(store, doom)["MAP01"]
+    finally:
+        doom.close()
+    on_map01 = sum(e.get("map", "MAP01") == "MAP01" for e in store.index.values())
+    return {"share_of_reachable_area": round(report["share_of_reachable_area"], 4),
+            "store": store_dir, "episodes_on_MAP01": on_map01}
+
+
+def autoencoder_part(ae, size: int = 64) -> dict:
+    def scores(maps):
+        eps = heldout_episodes("doom", 16, 64, size, start="random", maps=maps, **OPTS)
+        return {k: float(v) for k, v in autoencoder_scores(ae, eps).items()}
+    train, held = scores(TRAIN_MAPS), scores(HELDOUT_MAP)
+    return {**{k: train[k] for k in AE_KEYS}, "heldout_map": {k: held[k] for k in AE_KEYS}}
+
+
+def world_part(world) -> dict:
+    f = world.chunk_frames
+    eps32 = heldout_episodes("doom", 8, 2 * f + 32, world.size, start="random",
+                             maps=("MAP01",), **OPTS)
+    q = quick_suite(world, eps32, horizon=32)
+    eps128 = heldout_episodes("doom", 8, 2 * f + 128, world.size, start="random",
+                              maps=("MAP01",), **OPTS)
+    long = quick_suite(world, eps128, horizon=128)
+    return {**{k: q[k] for k in WORLD_KEYS}, "mirrored_drop_db": q["bars"]["mirrored_drop_db"],
+            "rollout_beats_repeat_every_step": q["bars"]["rollout_beats_repeat_every_step"],
+            "rollout128_psnr_mean": long["rollout_psnr_mean"],
+            "rollout128_repeat_psnr_mean": float(np.mean(long["baseline_repeat_rollout_psnr"])),
+            "rollout128_psnr": long["rollout_psnr"],
+            "rollout128_repeat_psnr": long["baseline_repeat_rollout_psnr"]}
+
+
+def compare_autoencoders(spec: str, cache: Path, out: Path, argv) -> int:
+    """`--autoencoders name=DIR,...`: the autoencoder protocol above on each, one table."""
+    rows = {}
+    for part in spec.split(","):
+        name, _, path = part.partition("=")
+        ae = load_module(VideoAutoencoder, ROOT / path).float().eval()
+        rows[name] = {"autoencoder": path, "downsample": ae.downsample, **cached(
+            cache / "autoencoders" / f"{name}.json", lambda: autoencoder_part(ae))}
+        print(name, json.dumps(rows[name]))
+    atomic_write_json(out, {"command": "python " + " ".join(["scripts/compare_worlds.py",
+                                                             *argv]),
+                            "commit": _commit(), "measured": str(date.today()), "rows": rows})
+    print(f"wrote {out}")
+    return 0
+
+
+def _commit() -> str:
+    return subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True,
+                          text=True, cwd=ROOT).stdout.strip()
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--old", default="data/checkpoints/doom64_v1")
+    ap.add_argument("--new", default="data/checkpoints/doom64")
+    ap.add_argument("--old-data", default="runs/w2/old_data")
+    ap.add_argument("--new-data", default="runs/w2/data900")
+    ap.add_argument("--parts", default="coverage,autoencoder,world,strip")
+    ap.add_argument("--which", default="old,new", help="measure these worlds only (the "
+                    "table and the strip are written when both are measured)")
+    ap.add_argument("--cache", default="runs/compare")
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--out", default="data/results/worlds.json")
+    ap.add_argument("--strip", default="data/results/worlds_strip.png")
+    ap.add_argument("--strip-also", default=None, metavar="NAME=DIR,...",
+                    help="more worlds as rows of the strip (not scored)")
+    ap.add_argument("--autoencoders", default=None, metavar="NAME=DIR,...",
+                    help="instead: score these autoencoders alone, table to --out")
+    args = ap.parse_args(argv)
+    torch.set_num_threads(args.threads)
+    argv = sys.argv[1:] if argv is None else argv
+    if args.autoencoders:
+        return compare_autoencoders(args.autoencoders, Path(args.cache), Path(args.out), argv)
+    parts = set(args.parts.split(","))
+    which = args.which.split(",")
+    worlds = {name: wl.pretrained.load_world(ROOT / getattr(args, name), device="cpu")
+              for name in ("old", "new") if name in which}
+    data = {"old": args.old_data, "new": args.new_data}
+    scores = {}
+    for name, world in worlds.items():
+        cache = Path(args.cache) / Path(getattr(args, name)).name
+        row = {"checkpoint": getattr(args, name)}
+        if "coverage" in parts:
+            row["coverage"] = cached(cache / "coverage.json", lambda: coverage_of(data[name]))
+        if "autoencoder" in parts:
+            row["autoencoder"] = cached(cache / "autoencoder.json",
+                                        lambda: autoencoder_part(world.ae, world.size))
+        if "world" in parts:
+            row["world"] = cached(cache / "world.json", lambda: world_part(world))
+        scores[name] = row
+        print(name, json.dumps({k: v for k, v in row.items() if k != "world"}, indent=1))
+    if len(worlds) < 2:
+        return 0
+    extra = dict(part.partition("=")[::2] for part in (args.strip_also or "").split(",") if part)
+    if "strip" in parts:
+        ep = heldout_episodes("doom", 1, 4 + 64, 64, start="random", maps=("MAP01",),
+                              seed=wl.evaluate.HELDOUT_SEED + 100, **OPTS)[0]
+        rows = {**worlds, **{n: wl.pretrained.load_world(ROOT / d, device="cpu")
+                             for n, d in extra.items()}}
+        png = to_png_bytes(rollout_strip(rows, ep, at=(8, 32, 64)))
+        atomic_write(Path(args.strip), lambda fh: fh.write(png))
+    atomic_write_json(Path(args.out), {
+        "what": "the wave-1 world (trained on walks from MAP01's player start) against the "
+                "world retrained on random starts over MAP01-03, scored against the engine "
+                "on held-out seeds (see scripts/compare_worlds.py for the protocol)",
+        "command": "python " + " ".join(["scripts/compare_worlds.py", *argv]),
+        "commit": _commit(), "measured": str(date.today()),
+        "strip": {"file": args.strip, "rows": ["engine", "old", "new", *extra],
+                  "columns": "steps 8, 32, 64 after the first (true) chunk"},
+        **scores})
+    print(f"wrote {args.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
