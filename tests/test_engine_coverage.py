@@ -276,3 +276,21 @@ def test_procedural_start_options():
     with pytest.raises(ValueError, match="seed"):
         e.start_options(2 ** 32)
     assert math.isfinite(e.step(Action(forward=0.2)).c2w[0, 3])
+
+
+def test_area_from_grid_known_answers_and_bad_input():
+    from worldlab.engines.coverage import area_from_grid
+
+    g = np.zeros((3, 4), bool)
+    g[1, 1:3] = True  # two cells side by side: [0.5, 1.5] x [0.5, 1.0] with cell 0.5, x0 0
+    a = area_from_grid(g, 0.0, 0.5, start_xy=(0.75, 0.75))
+    assert a.area_m2 == pytest.approx(0.5)
+    assert len(a.walls) == 6  # 2 below, 2 above, 1 left, 1 right
+    assert a.contains(np.array([[0.6, 0.7], [1.4, 0.9], [0.4, 0.7]])).tolist() == \
+        [True, True, False]
+    for bad, match in ((np.zeros((2, 2), bool), "a free cell"),
+                       (np.ones((2, 2), int), "bool grid")):
+        with pytest.raises(ValueError, match=match):
+            area_from_grid(bad, 0.0, 1.0)
+    with pytest.raises(ValueError, match="cell must be"):
+        area_from_grid(g, 0.0, 0.0)

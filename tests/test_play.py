@@ -370,3 +370,22 @@ def test_minimap_cache_points_hook(world):
         assert np.array_equal(cache.x, pts[:, 0])  # unchanged
     game.show_cache_points(np.zeros((0, 3)))
     assert len(cache.x) == 0
+
+
+def test_minimap_draws_the_levels_walls_in_metres(world):
+    from worldlab.engines.coverage import area_from_grid
+    from worldlab.play.widgets import WALL_TRACE, NotebookGame, map_figure
+
+    s = session(world)
+    area = s.engine.reachable_area()
+    walls = NotebookGame(s).map.data[WALL_TRACE]
+    xy = np.stack([walls.x, walls.y], 1)  # segments, each followed by a None gap
+    assert len(xy) == 3 * len(area.walls) > 0
+    np.testing.assert_array_equal(xy[0::3].astype(float), area.walls[:, 0])
+    assert all(v is None for v in walls.x[2::3])
+    # the player stands on the drawn floor, inside the walls
+    assert area.contains(s.state.pose[None, :2, 3])[0]
+    fig = map_figure(area_from_grid(np.ones((2, 2), bool), 0.0, 1.0))
+    assert len(fig.data[WALL_TRACE].x) == 3 * 8  # a 2 x 2 m square: 8 one-metre walls
+    assert fig.layout.xaxis.ticksuffix == " m" and fig.layout.yaxis.ticksuffix == " m"
+    assert len(map_figure().data[WALL_TRACE].x) == 0  # no engine: no walls

@@ -3,7 +3,8 @@
 A `ReachableArea` is floor seen from above, in metres in the world's x, y: the triangles of
 the floor the player can stand on and the wall segments that bound it. Engines build one
 from their geometry (DOOM: `DoomEngine.reachable_area`, from the WAD by DOOM's movement
-rules, see `doom_level.reachable_area`); recording draws random starts from it (`sample`) and
+rules, see `doom_level.reachable_area`; the procedural world: its occupancy grid,
+`area_from_grid`); recording draws random starts from it (`sample`) and
 measures how much of a level its episodes visited (`coverage`, drawn by `coverage_figure`).
 
 Coverage is counted on a square grid: a cell is reachable when its centre lies in the area,
@@ -154,6 +155,32 @@ class ReachableArea:
                 hit = in_triangles(centres, tri[None])
                 inside[rr.ravel()[hit], cc.ravel()[hit]] = True
         return lo, inside
+
+
+def area_from_grid(free, x0: float, cell: float, start_xy=None) -> ReachableArea:
+    """The ReachableArea of an occupancy grid: `free` (rows = y, cols = x) bool, cell (i, j)
+    spanning x0 + j cell .. x0 + (j + 1) cell in x (rows likewise in y). Floor: two
+    triangles per free cell; walls: every cell edge between a free and a solid cell (the
+    grid's border counts as solid)."""
+    g = np.asarray(free)
+    if g.ndim != 2 or g.dtype != bool or not g.any():
+        raise ValueError(f"free must be a 2-D bool grid with a free cell, got {g.dtype} "
+                         f"{g.shape}")
+    cell = _positive(cell, "cell")
+    rows, cols = np.nonzero(g)
+    lo = np.stack([x0 + cols * cell, x0 + rows * cell], 1)  # (c, 2) lower-left corners
+    dx, dy = np.array([cell, 0.0]), np.array([0.0, cell])
+    tris = np.concatenate([np.stack([lo, lo + dx, lo + dx + dy], 1),
+                           np.stack([lo, lo + dx + dy, lo + dy], 1)])
+    padded = np.pad(g, 1)
+    walls = []
+    for axis in (0, 1):  # edges between rows (horizontal walls), then between columns
+        edge = padded[1:, 1:-1] != padded[:-1, 1:-1] if axis == 0 else \
+            padded[1:-1, 1:] != padded[1:-1, :-1]
+        r, c = np.nonzero(edge)  # boundary below row r (axis 0) / left of column c (axis 1)
+        a = np.stack([x0 + c * cell, x0 + r * cell], 1)
+        walls.append(np.stack([a, a + (dx if axis == 0 else dy)], 1))
+    return ReachableArea(tris, np.concatenate(walls), start_xy)
 
 
 def in_triangles(points: np.ndarray, tris: np.ndarray) -> np.ndarray:

@@ -56,6 +56,7 @@ from ._open3d import open3d as o3d
 from .. import camera
 from ..camera import Action
 from .base import START_STREAM, Event, EventSpec, Observation, match_event
+from .coverage import ReachableArea, area_from_grid
 from . import procedural_world as pw
 
 EVENTS = (
@@ -157,6 +158,14 @@ class ProceduralEngine:
         self.c2w = camera.pose_from_heading(np.array([x, y, EYE_H], float),
                                             float(options.get("yaw", yaw)), pitch)
         return self._observe([])
+
+    def reachable_area(self) -> ReachableArea:
+        """The current world's floor and walls, top-down in metres (its occupancy grid; doors
+        and props not subtracted): what the minimap draws."""
+        if self.world is None:
+            raise ValueError("reachable_area needs a world: call reset(seed) first")
+        x, y, _ = self.world.spawn
+        return area_from_grid(self.world.free, pw.X0, pw.CELL, start_xy=(x, y))
 
     def start_options(self, seed: int) -> dict:
         """Reset options {"position": (x, y), "yaw": degrees} of a random start in the world

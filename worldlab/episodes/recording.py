@@ -278,9 +278,9 @@ def level_coverage(store: EpisodeStore, engine, radius_m: float = 1.0) -> dict[s
     """Per map of an engine with a reachable area (DOOM): the positions the store's episodes
     visited (n, 2) metres, the map's `area` and the coverage report (`engines.coverage`:
     `share_of_reachable_area`, ...). An episode's map comes from its meta."""
-    if not hasattr(engine, "reachable_area"):
-        raise ValueError(f"engine {engine.name!r} has no reachable area; expected one with "
-                         f"reachable_area(map), e.g. doom")
+    if not hasattr(engine, "reachable_area") or getattr(engine, "map", None) is None:
+        raise ValueError(f"engine {engine.name!r} has no reachable area of named maps; "
+                         f"expected one with reachable_area(map), e.g. doom")
     visited: dict[str, list] = {}
     for i in store.ids():
         ep = store.read(i)

@@ -16,9 +16,10 @@ A status line says what the loop is doing (loading, making a chunk, ready); the 
 says what the machine does now: the last chunk's time, the frames per second that makes,
 and the last key-to-frame time as the kernel sees it (the browser adds its own delay).
 
-The minimap is a plotly `FigureWidget` (it needs the `anywidget` package): the top-down
-trajectory (x east, y north, equal aspect) and an arrow at the current position pointing
-along the heading, plus an empty "3D cache" trace that `show_cache_points` fills (room for
+The minimap is a plotly `FigureWidget` (it needs the `anywidget` package): the level's walls
+(the engine's `reachable_area`: DOOM's map, the procedural world's rooms), axes in metres,
+the top-down trajectory (x east, y north, equal aspect) and an arrow at the current position
+pointing along the heading, plus an empty "3D cache" trace that `show_cache_points` fills (room for
 the memory cache). It is redrawn in one `batch_update` once per chunk (every
 `chunk_frames` steps) and at the end of a script, not per frame, so it does not slow play
 down. Errors raised in callbacks land in an `Output`
@@ -56,31 +57,49 @@ PAD = (("w", "▲ forward"), ("s", "▼ back"), ("a", "◀ strafe"), ("d", "stra
            ("ArrowDown", "look down"), (" ", "jump"), ("f", "attack"), ("e", "use"))
 SCREEN_PX = 384  # frames are enlarged (nearest) to about this many pixels
 MAP_PX, MAP_TRAIL = 240, 512  # minimap side in pixels; positions kept for the trail
-CACHE_TRACE, TRAIL_TRACE, HERE_TRACE = 0, 1, 2  # the minimap's traces, in drawing order
+WALL_TRACE, CACHE_TRACE, TRAIL_TRACE, HERE_TRACE = 0, 1, 2, 3  # minimap traces, drawn in order
 PAD_LAYOUT = {"grid_template_columns": "repeat(6, 95px)"}  # on-screen buttons, 2 rows
 KEEP_SIZE = {"flex": "0 0 auto"}  # a narrow page wraps the screens instead of squeezing them
 STATUS_COLOURS = {"loading": "#d08000", "busy": "#d08000", "ready": "#2a9d2a",
                   "error": "#d03030", "closed": "#888"}
 
 
-def map_figure():
-    """The empty minimap: a FigureWidget with the traces CACHE_TRACE, TRAIL_TRACE and
-    HERE_TRACE (an arrow marker; plotly turns it clockwise from north)."""
+def map_figure(area=None):
+    """The minimap: a FigureWidget with the traces WALL_TRACE (the level's walls, from
+    `area`, a `ReachableArea`, when the engine has one), CACHE_TRACE, TRAIL_TRACE and
+    HERE_TRACE (an arrow marker; plotly turns it clockwise from north); axes in metres."""
     import plotly.graph_objects as go
 
-    traces = [go.Scatter(x=[], y=[], mode="markers", name="3D cache", hoverinfo="skip",
+    wx, wy = [], []
+    if area is not None:  # segments joined by None gaps: one trace for every wall
+        walls = np.concatenate([area.walls, np.full((len(area.walls), 1, 2), np.nan)], 1)
+        wx, wy = ([None if np.isnan(v) else float(v) for v in col]
+                  for col in walls.reshape(-1, 2).T)
+    metres = {"showticklabels": True, "ticksuffix": " m", "tickfont": {"size": 9,
+                                                                       "color": "#aaa"},
+              "gridcolor": "#333", "zeroline": False}
+    traces = [go.Scatter(x=wx, y=wy, mode="lines", name="walls", hoverinfo="skip",
+                         line={"color": "#c8c8c8", "width": 1}),
+              go.Scatter(x=[], y=[], mode="markers", name="3D cache", hoverinfo="skip",
                          marker={"size": 3, "color": "#888"}),
               go.Scatter(x=[], y=[], mode="lines", name="trail",
                          line={"color": "#5aa0ff", "width": 2}),
               go.Scatter(x=[], y=[], mode="markers", name="here",
                          marker={"symbol": "arrow", "size": 16, "color": "#ff5040"})]
     fig = go.FigureWidget(traces)
-    fig.update_layout(width=MAP_PX, height=MAP_PX, margin={"l": 4, "r": 4, "t": 4, "b": 4},
+    fig.update_layout(width=MAP_PX, height=MAP_PX, margin={"l": 36, "r": 4, "t": 4, "b": 20},
                       showlegend=False, plot_bgcolor="#181818", paper_bgcolor="#181818",
-                      xaxis={"showticklabels": False, "gridcolor": "#333", "zeroline": False},
-                      yaxis={"showticklabels": False, "gridcolor": "#333", "zeroline": False,
-                             "scaleanchor": "x", "scaleratio": 1})  # metres are square
+                      xaxis=metres, yaxis={**metres, "scaleanchor": "x", "scaleratio": 1})
     return fig
+
+
+def level_area(engine):
+    """The engine's `ReachableArea` (DOOM's map, the procedural world's rooms), or None for
+    no engine or one without a floor plan."""
+    try:
+        return engine.reachable_area() if hasattr(engine, "reachable_area") else None
+    except ValueError:  # e.g. a map whose geometry cannot be read: a map without walls
+        return None
 
 
 def _screen(frame: np.ndarray) -> bytes:
@@ -125,7 +144,7 @@ class NotebookGame:
         self.image = W.Image(format="png", value=_screen(now.frame), layout=KEEP_SIZE)
         self.twin = W.Image(format="png", value=_screen(now.twin_frame), layout=KEEP_SIZE) \
             if now.twin_frame is not None else None
-        self.map = map_figure()
+        self.map = map_figure(level_area(session.engine))
         self.status, self.stats = W.HTML(), W.HTML()
         self.status.add_class("worldlab-status")  # names for scripts/browser_play_check.py
         self.stats.add_class("worldlab-stats")
