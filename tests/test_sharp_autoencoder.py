@@ -323,5 +323,9 @@ def test_decoder_only_fine_tuning_keeps_the_latents(tmp_path):
     assert all(moved)
     with pytest.raises(ValueError, match="start from saved weights"):
         recipes.autoencoder(store, cfg, device="cpu")
+    with pytest.raises(ValueError, match="keeps the encoder of"):  # a 4x one from an 8x one
+        recipes.autoencoder(store, tiny_cfg(block_out_channels=(8, 16, 16), steps=1,
+                                            train_encoder=False),
+                            device="cpu", init=tmp_path / "a" / "model")
     with pytest.raises(ValueError, match="train_encoder must be true or false"):
         make_config("tiny", autoencoder__train_encoder="no")

@@ -141,6 +141,10 @@ def freeze_encoder(ae: VideoAutoencoder, init) -> None:
         raise ValueError("autoencoder.train_encoder=False keeps the encoder as it is: start "
                          "from saved weights (init / --init DIR)")
     saved = read_model_config(Path(init))
+    if saved.get("block_out_channels") != list(ae.config.block_out_channels):
+        raise ValueError(f"autoencoder.train_encoder=False keeps the encoder of {init}, whose "
+                         f"block_out_channels are {saved.get('block_out_channels')}; this "
+                         f"autoencoder has {list(ae.config.block_out_channels)}")
     ae.register_to_config(**{k: saved[k] for k in LATENT_SCALE_FIELDS})
     for part in (ae.vae.encoder, ae.vae.quant_conv):
         part.requires_grad_(False)
