@@ -34,7 +34,7 @@ import torch
 import worldlab as wl
 from worldlab.atomic import atomic_write, atomic_write_json
 from worldlab.evaluate import autoencoder_scores, heldout_episodes, quick_suite, rollout_strip
-from worldlab.loading import load_module
+from worldlab.loading import load_module, read_model_config
 from worldlab.model.autoencoder import VideoAutoencoder
 from worldlab.viz import to_png_bytes
 
@@ -47,11 +47,25 @@ AE_KEYS = ("psnr", "ssim", "sharpness_ratio", "colour_distance")
 
 
 def cached(path: Path, measure):
+    """The JSON at `path`, measured and written first if missing."""
     if path.exists():
         return json.loads(path.read_text())
     value = measure()
     atomic_write_json(path, value)
     return value
+
+
+def slot(cache: Path, part: str, source) -> Path:
+    """Where `part` of `source` (a checkpoint, autoencoder or store directory) is cached: one
+    file per directory, so a world's autoencoder and the same one scored alone share it."""
+    return cache / part / (str(Path(source)).strip("/").replace("/", "__") + ".json")
+
+
+def autoencoder_row(cache: Path, path) -> dict:
+    """The autoencoder protocol on the autoencoder directory `path`, cached."""
+    def measure():
+        return autoencoder_part(load_module(VideoAutoencoder, ROOT / path).float().eval())
+    return cached(slot(cache, "autoencoder", path), measure)
 
 
 def coverage_of(store_dir: str) -> dict:
@@ -67,6 +81,8 @@ def coverage_of(store_dir: str) -> dict:
 
 
 def autoencoder_part(ae, size: int = 64) -> dict:
+    """PSNR, SSIM, sharpness, colour of `ae` on random starts over the training maps and on
+    the held-out map."""
     def scores(maps):
         eps = heldout_episodes("doom", 16, 64, size, start="random", maps=maps, **OPTS)
         return {k: float(v) for k, v in autoencoder_scores(ae, eps).items()}
@@ -95,9 +111,9 @@ def compare_autoencoders(spec: str, cache: Path, out: Path, argv) -> int:
     rows = {}
     for part in spec.split(","):
         name, _, path = part.partition("=")
-        ae = load_module(VideoAutoencoder, ROOT / path).float().eval()
-        rows[name] = {"autoencoder": path, "downsample": ae.downsample, **cached(
-            cache / "autoencoders" / f"{name}.json", lambda: autoencoder_part(ae))}
+        downsample = 2 ** (len(read_model_config(ROOT / path)["block_out_channels"]) - 1)
+        rows[name] = {"autoencoder": path, "downsample": downsample,
+                      **autoencoder_row(cache, path)}
         print(name, json.dumps(rows[name]))
     atomic_write_json(out, {"command": "python " + " ".join(["scripts/compare_worlds.py",
                                                              *argv]),
@@ -140,15 +156,15 @@ def main(argv=None) -> int:
     data = {"old": args.old_data, "new": args.new_data}
     scores = {}
     for name, world in worlds.items():
-        cache = Path(args.cache) / Path(getattr(args, name)).name
-        row = {"checkpoint": getattr(args, name)}
+        cache, path = Path(args.cache), getattr(args, name)
+        row = {"checkpoint": path}
         if "coverage" in parts:
-            row["coverage"] = cached(cache / "coverage.json", lambda: coverage_of(data[name]))
+            row["coverage"] = cached(slot(cache, "coverage", data[name]),
+                                     lambda: coverage_of(data[name]))
         if "autoencoder" in parts:
-            row["autoencoder"] = cached(cache / "autoencoder.json",
-                                        lambda: autoencoder_part(world.ae, world.size))
+            row["autoencoder"] = autoencoder_row(cache, Path(path) / "autoencoder")
         if "world" in parts:
-            row["world"] = cached(cache / "world.json", lambda: world_part(world))
+            row["world"] = cached(slot(cache, "world", path), lambda: world_part(world))
         scores[name] = row
         print(name, json.dumps({k: v for k, v in row.items() if k != "world"}, indent=1))
     if len(worlds) < 2:
