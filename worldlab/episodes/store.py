@@ -293,16 +293,17 @@ def subset(store: EpisodeStore, out: str | Path, per_map: dict[str, int]) -> Epi
     Everything is checked before a file is written."""
     if not per_map or not all(isinstance(n, int) and n > 0 for n in per_map.values()):
         raise ValueError(f"per_map must map map names to counts >= 1, got {per_map!r}")
+    index = store.index  # one read of index.json
     by_map: dict[str, list[str]] = {}
-    for i, entry in sorted(store.index.items()):
+    for i, entry in sorted(index.items()):
         by_map.setdefault(entry.get("map") or "", []).append(i)
     for name, n in per_map.items():
         if len(by_map.get(name, [])) < n:
             raise ValueError(f"{store.root} has {len(by_map.get(name, []))} episodes on map "
                              f"{name!r}, {n} were asked for; its maps: {sorted(by_map)}")
     target = EpisodeStore(out)
-    taken = [i for i in target.ids() if i in store.index]
-    if set(target.ids()) - set(store.index):
+    taken = set(target.ids())
+    if taken - set(index):
         raise ValueError(f"{out} holds episodes that are not in {store.root}")
     for name, n in per_map.items():
         for i in by_map[name][:n]:
