@@ -130,7 +130,7 @@ def _commit() -> str:
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--old", default="data/checkpoints/doom64_v1")
-    ap.add_argument("--new", default="data/checkpoints/doom64")
+    ap.add_argument("--new", default="data/checkpoints/doom64_teacher")
     ap.add_argument("--old-data", default="runs/w2/old_data")
     ap.add_argument("--new-data", default="runs/w2/data900")
     ap.add_argument("--parts", default="coverage,autoencoder,world,strip")

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# The default world data/checkpoints/doom64 as shipped: the wave-1 world (doom64_v1, trained
+# The level world data/checkpoints/doom64_teacher (the default world doom64 is its 4-step
+# student, scripts/train_students.sh): the wave-1 world (doom64_v1, trained
 # on walks from MAP01's player start) fine-tuned on the whole level, on this repository's
 # 2-core CPU, in stages that each resume where they stopped:
 #   1. record 1,800 episodes from random starts over MAP01-03 (600 per map), monsters on,
@@ -61,7 +62,7 @@ fi
 # shipped with the decoder fine-tuned without the critic (data/README.md says why); the same
 # world with the critic's decoder is packaged beside it for the strip
 $PY -m worldlab train package --autoencoder "$RUN/ae_plain/model" --world "$RUN/world" \
-    --out "${PACKAGE:-data/checkpoints/doom64}"
+    --out "${PACKAGE:-data/checkpoints/doom64_teacher}"
 $PY -m worldlab train package --autoencoder "$RUN/ae_critic/model" --world "$RUN/world" \
     --out "$RUN/pkg_critic"
 # the wave-1 recipe's data (scripts/train_cpu_world.sh: 720 episodes from the player start),

@@ -19,7 +19,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "train": ("worldlab.train.cli", "train the autoencoder or the world model"),
     "eval": ("worldlab.evaluate.cli", "score a checkpoint against the engine's ground truth"),
     "play": ("worldlab.play.script", "play a world headless from a scripted action file"),
-    "bench": ("worldlab.cli", "speed benchmarks: engines, model, play, train"),
+    "bench": ("worldlab.cli", "speed benchmarks: engines, model, play, train, distill"),
 }
 
 # name -> (module, function(**options) -> JSON-able dict); a benchmark takes the options
@@ -29,9 +29,12 @@ BENCHMARKS: dict[str, tuple[str, str]] = {
     "model": ("worldlab.evaluate.bench", "bench_model"),
     "play": ("worldlab.play.script", "bench_play"),
     "train": ("worldlab.evaluate.training_speed", "bench_train"),
+    "profile": ("worldlab.evaluate.profile", "bench_profile"),
+    "inference": ("worldlab.evaluate.switches", "bench_inference"),
+    "distill": ("worldlab.play.distill_bench", "bench_distill"),
 }
 OPTIONS = ("steps", "checkpoint", "preset", "device", "size", "sample_steps", "data",
-           "latents", "episodes", "compile")  # bench arguments passed on when given
+           "latents", "episodes", "compile", "model", "chunks", "twin")  # passed on when given
 
 
 def _bench(args) -> int:
@@ -62,7 +65,8 @@ def configure_cli(parser) -> None:
     from .paths import RUNS
 
     parser.add_argument("what", choices=list(BENCHMARKS))
-    parser.add_argument("--steps", type=int, default=300, help="steps to time")
+    parser.add_argument("--steps", type=int, default=None,
+                        help="steps to time (default: the benchmark's own, 300 for most)")
     parser.add_argument("--threads", type=int, default=1, help="torch threads")
     parser.add_argument("--checkpoint", default=None,
                         help="world directory (model, play; default: the shipped world)")
@@ -81,9 +85,18 @@ def configure_cli(parser) -> None:
     parser.add_argument("--latents", default=None,
                         help="train: latent cache of --data (missing ones are encoded)")
     parser.add_argument("--episodes", type=int, default=None,
-                        help="train: episodes of --data to use, or to record (default 64)")
+                        help="train: episodes of --data to use, or to record (default 64); "
+                             "distill: held-out episodes (default 8)")
     parser.add_argument("--compile", action="store_true",
                         help="train: also time torch.compile")
+    parser.add_argument("--model", action="append", default=None,
+                        metavar="NAME=DIR[,steps=N][,decoder=fast][,quantize=int8]",
+                        help="distill: a model to compare (repeatable; default: the "
+                             "checkpoint at 16, 32 and 4 steps)")
+    parser.add_argument("--chunks", type=int, default=None,
+                        help="profile, inference: chunks timed after the warm-up")
+    parser.add_argument("--twin", action="store_true",
+                        help="profile: step the engine beside the world")
     parser.add_argument("--out", default=str(RUNS / "bench"))
     parser.set_defaults(func=_bench)
 

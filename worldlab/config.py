@@ -21,6 +21,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
+import warnings
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -119,6 +120,31 @@ class SampleConfig:
     steps: int = 8
     solver: str = "euler"  # "euler" | "heun"
     guidance: float = 1.0  # classifier-free guidance scale on text (1 = off)
+    # inference switches, applied when a world is loaded (each has a measured quality cost
+    # in data/results/distill.json): "full" | "fast" (the world's small distilled decoder)
+    decoder: str = "full"
+    quantize: str = "none"  # "none" | "int8" (dynamic int8 linear layers, CPU)
+    compile: bool = False  # torch.compile the transformer and the decoder
+    autocast: str = "no"  # "no" | "bf16" (GPU)
+
+
+@dataclass
+class DistillConfig:
+    """A few-step student distilled from a many-step teacher (`train distill`); "none" for
+    a world trained by flow matching alone. The student is the same WorldModel sampled with
+    `student_steps` Euler steps (sample.steps of the student's world)."""
+    recipe: str = "none"  # "none" | "ode" | "consistency" | "dmd" | "dmd_clip"
+    student_steps: int = 4  # sampling steps the student is trained for
+    teacher_steps: int = 16  # the teacher's Euler steps (ODE pairs, consistency grid)
+    steps: int = 400  # student optimiser steps
+    batch_size: int = 16
+    lr: float = 5e-5  # student
+    critic_lr: float = 1e-4  # DMD's fake-score critic
+    critic_ratio: int = 4  # critic steps per student step (DMD)
+    grad_chunks: int = 1  # generated chunks, counted from the last, that carry gradient
+    pairs: int = 2048  # ODE pairs sampled from the teacher (recipe "ode")
+    ema_decay: float = 0.99
+    seed: int = 0
 
 
 @dataclass
@@ -129,6 +155,7 @@ class WorldConfig:
     model: ModelConfig = field(default_factory=ModelConfig)
     train: TrainConfig = field(default_factory=TrainConfig)
     sample: SampleConfig = field(default_factory=SampleConfig)
+    distill: DistillConfig = field(default_factory=DistillConfig)
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -167,6 +194,11 @@ FORCINGS = ("teacher", "diffusion")
 TIME_SCHEDULES = ("logit_normal", "uniform")
 MIXED_PRECISION = ("no", "bf16")
 SOLVERS = ("euler", "heun")
+DECODERS = ("full", "fast")
+QUANTIZE = ("none", "int8")
+AUTOCAST = ("no", "bf16")
+# as train/distill.py reads them
+RECIPES = ("none", "ode", "consistency", "dmd", "dmd_clip")
 # as episodes/recording.py (which imports STARTS) and engines/doom.py (MONSTERS) read them
 STARTS = ("player", "random")
 MONSTERS = ("off", "on", "invulnerable")
@@ -233,8 +265,25 @@ RULES: dict[str, dict[str, tuple]] = {
               "checkpoint_every": _COUNT, "keep_checkpoints": _INDEX,
               "mixed_precision": _one_of(MIXED_PRECISION), "compile": _FLAG,
               "grad_checkpointing": _FLAG},
-    "sample": {"steps": _COUNT, "solver": _one_of(SOLVERS), "guidance": _number()},
+    "sample": {"steps": _COUNT, "solver": _one_of(SOLVERS), "guidance": _number(),
+               "decoder": _one_of(DECODERS), "quantize": _one_of(QUANTIZE),
+               "compile": _FLAG, "autocast": _one_of(AUTOCAST)},
+    "distill": {"recipe": _one_of(RECIPES), "student_steps": _COUNT,
+                "teacher_steps": _COUNT, "steps": _COUNT, "batch_size": _COUNT,
+                "lr": _POSITIVE, "critic_lr": _POSITIVE, "critic_ratio": _COUNT,
+                "grad_chunks": _COUNT, "pairs": _COUNT,
+                "ema_decay": _number(">= 0 and < 1", lambda v: 0 <= v < 1), "seed": _INDEX},
 }
+
+
+def check_sampling_steps(cfg: "WorldConfig", steps: int) -> None:
+    """Warn when a distilled world (a few-step student) is sampled with a step count it was
+    not trained for."""
+    d = cfg.distill
+    if d.recipe != "none" and steps != d.student_steps:
+        warnings.warn(f"this world is a {d.student_steps}-step student ({d.recipe}); sampling "
+                      f"it with steps={steps} is outside what it was trained for",
+                      stacklevel=3)
 
 
 def validate_config(cfg: "WorldConfig") -> "WorldConfig":
@@ -273,6 +322,8 @@ _PRESET_OVERRIDES: dict[str, dict[str, dict[str, Any]]] = {
         "train": {"steps": 4, "batch_size": 2, "warmup_steps": 1,
                   "checkpoint_every": 2},
         "sample": {"steps": 2},
+        "distill": {"student_steps": 2, "teacher_steps": 4, "steps": 4, "batch_size": 2,
+                    "critic_ratio": 2, "pairs": 8},
     },
     "small": {},
     "base": {

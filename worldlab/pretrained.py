@@ -9,6 +9,9 @@ Layout of a world directory (every weight file is safetensors, every config JSON
     <dir>/world_config.json the WorldConfig it was trained with (preset, data, sample, ...)
     <dir>/captions.safetensors  optional: caption embeddings computed at training time, so
                                 the prompts it was trained on need no text encoder
+    <dir>/fast_decoder/     optional: FastDecoder.save_pretrained, a small decoder distilled
+                            from the autoencoder's (`train decoder`), used for play when
+                            `sample.decoder` is "fast"
 
 `World` bundles the pieces with the conversions every front end needs (uint8 frames <->
 latents, captions -> embeddings) and is shared by evaluation and play.
@@ -32,14 +35,17 @@ import numpy as np
 import torch
 
 from .atomic import atomic_dir
-from .config import WorldConfig
+from .config import DECODERS, WorldConfig
 from .loading import load_module, read_json
 from .model.autoencoder import VideoAutoencoder, frames_to_tensor, tensor_to_frames
 from .model.dit import WorldModel
+from .model.fast_decoder import FastDecoder, check_decoder_pair
+from .model.inference import prepare_for_inference, with_sample_overrides
 from .model.textenc import CaptionTable
 from .paths import ROOT
 
 CAPTIONS_FILE = "captions.safetensors"
+FAST_DECODER = "fast_decoder"  # the optional subfolder of a world directory
 DEFAULT_WORLD = Path("data") / "checkpoints" / "doom64"  # the shipped world, under ROOT
 
 
@@ -59,6 +65,7 @@ class World:
     device: torch.device
     path: Path | None = None
     captions: CaptionTable = field(default_factory=CaptionTable)
+    fast_decoder: torch.nn.Module | None = None  # a FastDecoder of ae's latents, or None
 
     @property
     def chunk_frames(self) -> int:
@@ -76,9 +83,22 @@ class World:
                              f"{rgb.dtype} {rgb.shape}")
         return self.ae.encode(frames_to_tensor(rgb)[None].to(self.device))
 
+    @property
+    def decoder(self) -> torch.nn.Module:
+        """What `decode` uses: the autoencoder when config.sample.decoder is "full", the
+        fast decoder when it is "fast" (a World without a config decodes with its
+        autoencoder)."""
+        if self.config is None or self.config.sample.decoder == "full":
+            return self.ae
+        if self.fast_decoder is None:
+            raise ValueError(f"world {self.path}: sample.decoder is "
+                             f"{self.config.sample.decoder!r} but the world has no fast "
+                             f"decoder (expected {FAST_DECODER}/ in its directory)")
+        return self.fast_decoder
+
     def decode(self, latents: torch.Tensor) -> np.ndarray:
-        """Latents (1, t, c, h', w') -> uint8 frames (t, h, w, 3)."""
-        return tensor_to_frames(self.ae.decode(latents)[0])
+        """Latents (1, t, c, h', w') -> uint8 frames (t, h, w, 3), by `decoder`."""
+        return tensor_to_frames(self.decoder.decode(latents)[0])
 
     def embed(self, captions: list[tuple[str, str, str]]) -> torch.Tensor:
         """n captions (scene, character, event) -> (1, n, 3, e) on the world's device."""
@@ -98,46 +118,76 @@ def resolve_checkpoint(path=None) -> Path:
     return p
 
 
-def load_world(path: str | Path, device: str = "auto", subfolder: str = "world") -> World:
-    """Load a world directory (see the module docstring); `subfolder` picks e.g. "ema"."""
+def load_world(path: str | Path, device: str = "auto", subfolder: str = "world",
+               decoder: str | None = None, sample: dict | None = None) -> World:
+    """Load a world directory (see the module docstring); `subfolder` picks e.g. "ema".
+
+    Its fast decoder is loaded when the directory has one; `decoder` ("full" | "fast")
+    overrides the config's sample.decoder, and "fast" needs a fast decoder. `sample`
+    overrides fields of the config's sample section (e.g. {"quantize": "int8"}); the
+    inference switches are then applied (`model.inference.prepare_for_inference`).
+    """
     path = Path(path)
+    if decoder is not None and decoder not in DECODERS:
+        raise ValueError(f"decoder must be one of {DECODERS} (or None: the world config's "
+                         f"sample.decoder), got {decoder!r}")
     for part in ("autoencoder", subfolder, "world_config.json"):
         if not (path / part).exists():
             raise ValueError(f"{path} is not a world directory: {part} is missing (expected "
                              f"autoencoder/, {subfolder}/ and world_config.json)")
     dev = resolve_device(device)
-    cfg = read_world_config(path / "world_config.json")
+    cfg = with_sample_overrides(read_world_config(path / "world_config.json"), sample)
+    cfg.sample.decoder = decoder or cfg.sample.decoder
+    has_fast = (path / FAST_DECODER).exists()
+    if cfg.sample.decoder == "fast" and not has_fast:
+        raise ValueError(f"the fast decoder was asked for but {path / FAST_DECODER} does not "
+                         f"exist (expected a FastDecoder save_pretrained directory, from "
+                         f"`train decoder` packaged with package_world(fast_decoder=...))")
     # shipped weights may be float16 (half the size); compute in float32
     ae = load_module(VideoAutoencoder, path / "autoencoder").float().to(dev)
     model = load_module(WorldModel, path / subfolder).float().to(dev)
     if model.config.latent_channels != ae.config.latent_channels:
         raise ValueError(f"world {path}: {subfolder}/ expects {model.config.latent_channels} "
                          f"latent channels but autoencoder/ makes {ae.config.latent_channels}")
+    fast = None
+    if has_fast:
+        fast = load_module(FastDecoder, path / FAST_DECODER).float().to(dev)
+        check_decoder_pair(ae, fast, path / FAST_DECODER)
     captions = CaptionTable.load(path / CAPTIONS_FILE) if (path / CAPTIONS_FILE).exists() \
         else CaptionTable()
-    return World(ae, model, cfg, dev, path, captions)
+    return prepare_for_inference(World(ae, model, cfg, dev, path, captions, fast))
 
 
 def package_world(autoencoder: str | Path, world: str | Path, config: str | Path,
                   out: str | Path, captions: str | Path | None = None, half: bool = True,
-                  max_shard_size: str = "10MB") -> Path:
+                  max_shard_size: str = "10MB", fast_decoder: str | Path | None = None,
+                  records: tuple[str | Path, ...] = ()) -> Path:
     """Assemble a world directory from training outputs, atomically.
 
     autoencoder, world: `save_pretrained` directories (e.g. runs/ae/model, runs/world/ema);
-    config: the run's world_config.json; captions: its captions.safetensors. `half` stores
-    float16 weights (loading casts back to float32); shards keep every file small.
+    config: the run's world_config.json; captions: its captions.safetensors; fast_decoder:
+    a FastDecoder directory (`train decoder`'s out/model), checked against the autoencoder;
+    records: JSON files copied as they are (e.g. a student's distill_run.json).
+    `half` stores float16 weights (loading casts back to float32); shards keep every file
+    small.
     """
     read_world_config(Path(config))  # validate before building anything
+    parts = [(VideoAutoencoder, autoencoder, "autoencoder"), (WorldModel, world, "world")]
+    if fast_decoder is not None:
+        check_decoder_pair(load_module(VideoAutoencoder, Path(autoencoder)),
+                           load_module(FastDecoder, Path(fast_decoder)), Path(fast_decoder))
+        parts.append((FastDecoder, fast_decoder, FAST_DECODER))
 
     def write(tmp: Path) -> None:
-        for cls, src, name in ((VideoAutoencoder, autoencoder, "autoencoder"),
-                               (WorldModel, world, "world")):
+        for cls, src, name in parts:
             m = load_module(cls, Path(src))
             (m.half() if half else m).save_pretrained(tmp / name, safe_serialization=True,
                                                       max_shard_size=max_shard_size)
         shutil.copy(config, tmp / "world_config.json")
         if captions is not None:
             CaptionTable.load(captions).save(tmp / CAPTIONS_FILE)
+        for record in records:
+            shutil.copy(record, tmp / Path(record).name)
     return atomic_dir(Path(out), write)
 
 

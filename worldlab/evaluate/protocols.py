@@ -29,6 +29,7 @@ import numpy as np
 import torch
 
 from ..camera import ACTION_FIELDS, invert_pose
+from ..config import check_sampling_steps
 from ..episodes import CHARACTER, SCENES, record_episode
 from ..metrics import frame_psnr, frame_ssim
 from ..model.autoencoder import evaluate_autoencoder, frames_to_tensor
@@ -68,6 +69,7 @@ def generate(world: World, episode, start: int, context: int, frames: int,
     poses = episode.c2w[s] if c2w is None else c2w
     caps = [episode.caption_at(start + k * f).caption() for k in range(frames // f)]
     dev, cfg = world.device, world.config.sample
+    check_sampling_steps(world.config, steps or cfg.steps)
     ctx = world.encode(episode.rgb[start:start + context])
     lat = rollout(world.model, ctx, torch.as_tensor(acts, dtype=torch.float32, device=dev)[None],
                   torch.as_tensor(poses, dtype=torch.float32, device=dev)[None],
@@ -82,8 +84,10 @@ def generate(world: World, episode, start: int, context: int, frames: int,
 # ----------------------------------------------------------------------------------------
 
 
-def next_chunk(world: World, episodes, starts_per_episode: int = 4, seed: int = 0) -> dict:
-    """Teacher-forced next chunk after one true chunk, at several start points per episode."""
+def next_chunk(world: World, episodes, starts_per_episode: int = 4, seed: int = 0,
+               steps: int | None = None) -> dict:
+    """Teacher-forced next chunk after one true chunk, at several start points per episode
+    (`steps` sampling steps; default the world's)."""
     f = world.chunk_frames
     model, repeat, warp, recon, ss = [], [], [], [], []
     rng = np.random.default_rng(seed)
@@ -92,7 +96,7 @@ def next_chunk(world: World, episodes, starts_per_episode: int = 4, seed: int = 
         for start in sorted(rng.choice(last_start + 1, min(starts_per_episode, last_start + 1),
                                        replace=False) * f):
             true = ep.rgb[start + f:start + 2 * f]
-            gen = generate(world, ep, start, f, 2 * f, seed=seed)
+            gen = generate(world, ep, start, f, 2 * f, steps=steps, seed=seed)
             model.append(frame_psnr(gen, true).mean())
             ss.append(frame_ssim(gen, true).mean())
             repeat.append(frame_psnr(repeat_baseline(ep.rgb[start + f - 1], f), true).mean())
@@ -107,16 +111,18 @@ def next_chunk(world: World, episodes, starts_per_episode: int = 4, seed: int = 
             "autoencoder_psnr": float(np.mean(recon)), "next_chunk_samples": len(model)}
 
 
-def drift(world: World, episodes, horizon: int = 32, seed: int = 0) -> dict:
+def drift(world: World, episodes, horizon: int = 32, seed: int = 0,
+          steps: int | None = None) -> dict:
     """Open-loop rollout PSNR per step (true and mirrored controls) vs repeat-last."""
     f = world.chunk_frames
     curve, mirrored, repeat = [], [], []
     for ep in episodes:
         true = ep.rgb[f:f + horizon]
-        curve.append(frame_psnr(generate(world, ep, 0, f, f + horizon, seed=seed), true))
+        curve.append(frame_psnr(generate(world, ep, 0, f, f + horizon, steps=steps, seed=seed),
+                                true))
         a, c = mirror_controls(ep.actions[:f + horizon], ep.c2w[:f + horizon])
-        mirrored.append(frame_psnr(generate(world, ep, 0, f, f + horizon, a, c, seed=seed),
-                                   true))
+        mirrored.append(frame_psnr(generate(world, ep, 0, f, f + horizon, a, c, steps=steps,
+                                            seed=seed), true))
         repeat.append(frame_psnr(repeat_baseline(ep.rgb[f - 1], horizon), true))
     return {"rollout_psnr": np.mean(curve, 0).round(3).tolist(),
             "baseline_repeat_rollout_psnr": np.mean(repeat, 0).round(3).tolist(),
@@ -124,30 +130,51 @@ def drift(world: World, episodes, horizon: int = 32, seed: int = 0) -> dict:
             "rollout_psnr_mean": float(np.mean(curve)), "rollout_episodes": len(curve)}
 
 
-@torch.no_grad()
-def runtime(world: World, chunks: int = 50, steps: int | None = None) -> dict:
-    """Streaming speed with the KV cache: per-chunk latency (sample + decode + append)."""
-    m, f, dev = world.model, world.chunk_frames, world.device
-    cfg = m.config
-    shape = (1, f, cfg.latent_channels, cfg.latent_size, cfg.latent_size)
-    acts = torch.zeros(1, f, cfg.action_width, device=dev)
-    poses = torch.eye(4, device=dev).expand(1, f, 4, 4).contiguous()
-    text = world.embed([(SCENES[world.config.data.engine], CHARACTER, "")])[:, 0]
-    cache, lat_ms = m.new_cache(1), []
-    g = torch.Generator(device=dev).manual_seed(0)
-    for _ in range(chunks):
+class ChunkStreamer:
+    """Streams a world with its KV cache, one chunk per `chunk()` call (standing still, the
+    world's scene caption), timing each: (transformer ms: sample + append, decode ms)."""
+
+    def __init__(self, world: World, steps: int | None = None, seed: int = 0):
+        m, dev = world.model, world.device
+        cfg = m.config
+        self.world, self.steps = world, steps or world.config.sample.steps
+        self.shape = (1, world.chunk_frames, cfg.latent_channels, cfg.latent_size,
+                      cfg.latent_size)
+        f = world.chunk_frames
+        self.cond = dict(actions=torch.zeros(1, f, cfg.action_width, device=dev),
+                         c2w=torch.eye(4, device=dev).expand(1, f, 4, 4).contiguous(),
+                         text=world.embed([(SCENES[world.config.data.engine], CHARACTER,
+                                            "")])[:, 0])
+        self.cache = m.new_cache(1)
+        self.generator = torch.Generator(device=dev).manual_seed(seed)
+        self._sync = torch.cuda.synchronize if dev.type == "cuda" else (lambda: None)
+
+    @torch.no_grad()
+    def chunk(self) -> tuple[float, float]:
+        w, sample = self.world, self.world.config.sample
         t0 = time.perf_counter()
-        x = sample_chunk(m, cache, torch.randn(shape, generator=g, device=dev),
-                         steps or world.config.sample.steps, world.config.sample.solver,
-                         actions=acts, c2w=poses, text=text)
-        world.decode(x)
-        m.append_chunk(x, cache, actions=acts, c2w=poses, text=text)
-        if dev.type == "cuda":
-            torch.cuda.synchronize()
-        lat_ms.append(1000 * (time.perf_counter() - t0))
+        x = sample_chunk(w.model, self.cache, torch.randn(self.shape, generator=self.generator,
+                                                          device=w.device),
+                         self.steps, sample.solver, **self.cond)
+        w.model.append_chunk(x, self.cache, **self.cond)
+        self._sync()
+        t1 = time.perf_counter()
+        w.decode(x)
+        self._sync()
+        return 1000 * (t1 - t0), 1000 * (time.perf_counter() - t1)
+
+
+def runtime(world: World, chunks: int = 50, steps: int | None = None) -> dict:
+    """Streaming speed with the KV cache: per-chunk latency (sample + append + decode), and
+    its transformer (sample + append) and decode parts, medians after 2 warm-up chunks."""
+    f, streamer = world.chunk_frames, ChunkStreamer(world, steps)
+    transformer_ms, decode_ms = zip(*(streamer.chunk() for _ in range(chunks)))
+    lat_ms = np.add(transformer_ms, decode_ms)
     steady = float(np.median(lat_ms[2:]))
     return {"chunk_latency_ms": steady, "fps": 1000 * f / steady,
-            "time_to_first_chunk_ms": lat_ms[0],
+            "transformer_ms": float(np.median(transformer_ms[2:])),
+            "decode_ms": float(np.median(decode_ms[2:])),
+            "time_to_first_chunk_ms": float(lat_ms[0]),
             # medians over 5 chunks on either side damp the noise of a shared machine
             "cost_ratio_chunk50_chunk2": float(np.median(lat_ms[-5:]) / np.median(lat_ms[1:6])),
             "latency_ms_per_chunk": np.round(lat_ms, 2).tolist()}
@@ -177,12 +204,14 @@ def autoencoder_scores(ae, episodes, max_frames: int = 1024) -> dict:
 
 
 def quick_suite(world: World, episodes, horizon: int = 32, starts_per_episode: int = 4,
-                runtime_chunks: int = 50, progress=None) -> dict:
-    """All quick protocols on `episodes` (each at least one chunk + `horizon` frames)."""
+                runtime_chunks: int = 50, progress=None, steps: int | None = None) -> dict:
+    """All quick protocols on `episodes` (each at least one chunk + `horizon` frames), with
+    `steps` sampling steps (default: the world's)."""
     result = {}
-    for name, fn in (("next_chunk", lambda: next_chunk(world, episodes, starts_per_episode)),
-                     ("drift", lambda: drift(world, episodes, horizon)),
-                     ("runtime", lambda: runtime(world, runtime_chunks))):
+    for name, fn in (("next_chunk",
+                      lambda: next_chunk(world, episodes, starts_per_episode, steps=steps)),
+                     ("drift", lambda: drift(world, episodes, horizon, steps=steps)),
+                     ("runtime", lambda: runtime(world, runtime_chunks, steps))):
         result.update(fn())
         if progress is not None:
             progress(name)

@@ -141,13 +141,19 @@ class VideoAutoencoder(ModelMixin, ConfigMixin):
     @torch.no_grad()
     def decode(self, latents: torch.Tensor) -> torch.Tensor:
         """Normalised latents (b, t, c', h', w') -> frames (b, t, c, 8h', 8w') in [-1, 1]."""
-        if latents.dim() != 5 or latents.shape[2] != self.config.latent_channels:
-            raise ValueError(f"expected latents (b, t, {self.config.latent_channels}, h, w), "
-                             f"got {tuple(latents.shape)}")
         b, t = latents.shape[:2]
-        z = latents.flatten(0, 1).to(self.device, self.dtype)
+        z = flat_latents(self, latents)
         z = z / self.config.scaling_factor + self.config.shift_factor
         return self.vae.decode(z).sample.clamp(-1, 1).unflatten(0, (b, t))
+
+
+def flat_latents(decoder, latents: torch.Tensor) -> torch.Tensor:
+    """Latents (b, t, c', h', w') checked against a decoder's `latent_channels` -> frames
+    of latents (b t, c', h', w') on its device and dtype."""
+    if latents.dim() != 5 or latents.shape[2] != decoder.config.latent_channels:
+        raise ValueError(f"expected latents (b, t, {decoder.config.latent_channels}, h, w), "
+                         f"got {tuple(latents.shape)}")
+    return latents.flatten(0, 1).to(decoder.device, decoder.dtype)
 
 
 # ----------------------------------------------------------------------------------------

@@ -78,21 +78,24 @@ class SelfAttention(nn.Module):
         self.k_norm = nn.RMSNorm(d // heads, eps=1e-6)
         self.out = nn.Linear(d, d)
 
-    def forward(self, x, rope, mask, past=None, n_memory=0):
+    def forward(self, x, rope, mask, past=None, n_memory=0, kv_only=False):
         """x (b, L, d) whose first `n_memory` tokens are memory; past = cached (K, V) or None.
 
         Keys are ordered [memory, past, own tokens]; `mask` (L, keys) matches that order.
-        Returns the output (b, L, d) and this call's own non-memory (K, V), for the cache.
+        Returns the output (b, L, d) and this call's own non-memory (K, V), for the cache;
+        with `kv_only`, (None, K/V) without attending (what a cache append needs).
         """
         b, L, d = x.shape
         q, k, v = rearrange(self.qkv(x), "b L (three h hd) -> three b h L hd", three=3,
                             h=self.heads)
-        q = apply_rope(self.q_norm(q), *rope)
+        q = None if kv_only else apply_rope(self.q_norm(q), *rope)
         k = apply_rope(self.k_norm(k), *rope)  # (b, h, L, hd)
         own = (k[:, :, n_memory:], v[:, :, n_memory:])
         if past is not None:
             k = torch.cat([k[:, :, :n_memory], past[0], own[0]], dim=2)  # (b, h, keys, hd)
             v = torch.cat([v[:, :, :n_memory], past[1], own[1]], dim=2)
+        if q is None:  # keys and values only: nothing reads this call's output
+            return None, own
         y = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)  # (b, h, L, hd)
         return self.out(rearrange(y, "b h L hd -> b L (h hd)")), own
 
@@ -142,14 +145,19 @@ class Block(nn.Module):
         nn.init.zeros_(self.ada[1].weight)
         nn.init.zeros_(self.ada[1].bias)
 
-    def forward(self, x, c_frames, c_memory, l, text, rope, mask, past=None, n_memory=0):
+    def forward(self, x, c_frames, c_memory, l, text, rope, mask, past=None, n_memory=0,
+                kv_only=False):
         """x (b, m + n f l, d); conditioning per frame c_frames (b, t, d) and per memory
         token c_memory (b, m, d) or None, modulating the frame's l tokens (computed here, so
         gradient checkpointing keeps x, not a (b, L, 6 d) modulation); text (b, n, k, d).
-        Returns x and this call's (K, V)."""
+        Returns x and this call's (K, V); with `kv_only`, (None, K/V): the last block of
+        a cache append, whose output nobody reads."""
         mod = per_token(self.ada, c_frames, c_memory, l)  # (b, m + n f l, 6 d)
         s1, sc1, g1, s2, sc2, g2 = mod.chunk(6, dim=-1)  # each (b, L, d)
-        y, kv = self.attn(modulate(self.norm1(x), s1, sc1), rope, mask, past, n_memory)
+        y, kv = self.attn(modulate(self.norm1(x), s1, sc1), rope, mask, past, n_memory,
+                          kv_only)
+        if kv_only:
+            return None, kv
         x = x + g1 * y
         mem, frames = x[:, :n_memory], x[:, n_memory:]  # memory does not read the text
         n = text.shape[1]
@@ -294,9 +302,11 @@ class WorldModel(ModelMixin, ConfigMixin):
             c = c + self.action_embed(actions)
         return c
 
-    def _trunk(self, tokens, c_frames, text, memory, first_frame, mask, past=None):
+    def _trunk(self, tokens, c_frames, text, memory, first_frame, mask, past=None,
+               kv_only=False):
         """Run the blocks. tokens (b, t l, d), c_frames (b, t, d), text (b, n, k, d),
-        memory (b, m, d) or None, past = cache or None. Returns v (b, t, c, h, w), K/V."""
+        memory (b, m, d) or None, past = cache or None. Returns v (b, t, c, h, w), K/V;
+        with `kv_only` (a cache append) v is None and the last block stops at its K/V."""
         b, l = tokens.shape[0], self.grid ** 2
         frames = tokens.shape[1] // l
         c_memory, m = None, 0
@@ -310,10 +320,13 @@ class WorldModel(ModelMixin, ConfigMixin):
         checkpointed = self.gradient_checkpointing and torch.is_grad_enabled()
         for i, block in enumerate(self.blocks):
             args = (x, c_frames, c_memory, l, text, rope, mask,
-                    None if past is None else past.past(i), m)
+                    None if past is None else past.past(i), m,
+                    kv_only and i == len(self.blocks) - 1)
             x, kv = (self._gradient_checkpointing_func(block, *args) if checkpointed
                      else block(*args))
             kvs.append(kv)
+        if kv_only:
+            return None, kvs
         shift, scale = per_token(self.final_ada, c_frames, None, l).chunk(2, dim=-1)
         out = self.patch_out(modulate(self.final_norm(x[:, m:]), shift, scale))
         p = self.config.patch_size
@@ -350,8 +363,10 @@ class WorldModel(ModelMixin, ConfigMixin):
         depth = self.config.depth
         return KVCache(batch_size, [None] * depth, [None] * depth)
 
-    def _chunk(self, x, t, cache, actions, c2w, text, text_drop, memory, cache_latent):
-        """One chunk x (b, f, c, h, w) at time t (b,) against the cache: (v, K/V)."""
+    def _chunk(self, x, t, cache, actions, c2w, text, text_drop, memory, cache_latent,
+               kv_only=False):
+        """One chunk x (b, f, c, h, w) at time t (b,) against the cache: (v, K/V), v None
+        with `kv_only`."""
         b, frames = self._check_inputs(x, actions, c2w, memory, cache_latent)
         if frames != self.config.chunk_frames or b != cache.batch_size:
             raise ValueError(f"a chunk must have shape (b={cache.batch_size}, "
@@ -372,7 +387,7 @@ class WorldModel(ModelMixin, ConfigMixin):
             mask[:m, m:] = False  # memory reads only memory, as in the full pass
         return self._trunk(self._tokens(x, cache_latent), c_frames,
                            self.text_embed(text, drop, b, 1), memory,
-                           cache.chunks * frames, mask, past=cache)
+                           cache.chunks * frames, mask, past=cache, kv_only=kv_only)
 
     def forward_chunk(self, x, t, cache: KVCache, actions=None, c2w=None, text=None,
                       text_drop=None, memory=None, cache_latent=None) -> torch.Tensor:
@@ -387,7 +402,7 @@ class WorldModel(ModelMixin, ConfigMixin):
         evicting chunks beyond `window_chunks` so the cost per chunk stays flat."""
         t = torch.zeros(x_clean.shape[0], device=x_clean.device, dtype=x_clean.dtype)
         _, kvs = self._chunk(x_clean, t, cache, actions, c2w, text, text_drop, memory,
-                             cache_latent)
+                             cache_latent, kv_only=True)
         keep = self.config.window_chunks * self.config.chunk_frames * self.grid ** 2
         for i, (k, v) in enumerate(kvs):
             # torch.cat makes new tensors: earlier K/V are never written to

@@ -53,13 +53,15 @@ def _check_sampling(steps, solver, guidance) -> None:
 @torch.no_grad()
 def sample_chunk(model, cache, noise: torch.Tensor, steps: int, solver: str = "euler",
                  guidance: float = 1.0, actions=None, c2w=None, text=None,
+                 on_step: Callable[[torch.Tensor, torch.Tensor], None] | None = None,
                  **extra) -> torch.Tensor:
     """Integrate noise (b, f, c, h, w) from t = 1 to t = 0: the clean chunk x0.
 
     `steps` uniform steps; "euler" uses one velocity per step, "heun" two (it averages the
     slope at both ends of the step: second order, so fewer steps for the same error).
     actions (b, f, a), c2w (b, f, 4, 4), text (b, k, e) belong to this chunk; `extra` passes
-    memory / cache_latent through. The cache is read, never written.
+    memory / cache_latent through. The cache is read, never written. `on_step(x, t)` sees
+    the state after every step (a teacher's trajectory for distillation).
     """
     _check_sampling(steps, solver, guidance)
     b = noise.shape[0]
@@ -75,12 +77,35 @@ def sample_chunk(model, cache, noise: torch.Tensor, steps: int, solver: str = "e
                                      actions, c2w, text, **extra)
             v = 0.5 * (v + v_next)
         x = x + dt * v
+        if on_step is not None:
+            on_step(x, t_next)
     return x
 
 
 # ----------------------------------------------------------------------------------------
 # Chunk-by-chunk rollout
 # ----------------------------------------------------------------------------------------
+
+
+def chunk_conditions(j: int, f: int, actions, c2w, captions) -> dict:
+    """The conditions of chunk j: actions (b, f, a), c2w (b, f, 4, 4), text (b, k, e), each
+    None where the whole-clip tensor is (actions (b, T, a), c2w, captions (b, n, k, e))."""
+    s = slice(j * f, (j + 1) * f)
+    return dict(actions=None if actions is None else actions[:, s],
+                c2w=None if c2w is None else c2w[:, s],
+                text=None if captions is None else captions[:, j])
+
+
+@torch.no_grad()
+def prefill(model, context: torch.Tensor, actions, c2w, captions):
+    """A new KV cache holding the clean context chunks (b, t0, c, h, w), conditioned like
+    `rollout`'s first t0 frames."""
+    f = model.config.chunk_frames
+    cache = model.new_cache(context.shape[0])
+    for j in range(context.shape[1] // f):
+        model.append_chunk(context[:, j * f:(j + 1) * f], cache,
+                           **chunk_conditions(j, f, actions, c2w, captions))
+    return cache
 
 
 def _check_rollout(model, context, actions, c2w, captions) -> tuple[int, int, int]:
@@ -127,12 +152,9 @@ def rollout(model, context_latents: torch.Tensor, actions, c2w, captions, steps:
     cache = model.new_cache(b)
     out = [context_latents]
     for j in range(T // f):
-        s = slice(j * f, (j + 1) * f)
-        cond = dict(actions=None if actions is None else actions[:, s],
-                    c2w=None if c2w is None else c2w[:, s],
-                    text=None if captions is None else captions[:, j])
+        cond = chunk_conditions(j, f, actions, c2w, captions)
         if j * f < t0:
-            chunk = context_latents[:, s]
+            chunk = context_latents[:, j * f:(j + 1) * f]
         else:
             noise = torch.randn((b, f, *context_latents.shape[2:]), generator=generator,
                                 dtype=context_latents.dtype,

@@ -30,7 +30,7 @@ from ..evaluate.report import print_table
 from ..metrics import frame_psnr
 from ..model.textenc import check_prompt
 from ..loading import read_json
-from ..pretrained import resolve_checkpoint
+from ..pretrained import load_world, resolve_checkpoint
 from .session import DEMO_PROMPT, LATENCY_POLICIES, WorldSession, check_action, rss_mb
 
 SCRIPT_KEYS = ("forward", "right", "yaw", "pitch", "buttons", "prompt")
@@ -224,11 +224,15 @@ def configure_cli(parser) -> None:
 # ----------------------------------------------------------------------------------------
 
 
-def bench_play(checkpoint=None, steps: int = 300) -> dict:
-    """A `steps`-step session with the twin: speed, what dominates, memory over time."""
+def bench_play(checkpoint=None, steps: int = 300, sampling_steps: int | None = None,
+               twin: bool = True, world_options: dict | None = None) -> dict:
+    """A `steps`-step session (with the engine twin unless `twin=False`): speed, what
+    dominates, memory over time. `sampling_steps` replaces the world's; `world_options`
+    go to `load_world` (e.g. a decoder or inference switch)."""
     script = parse_script(demo_script(steps))
     rss_start, t0 = rss_mb(), time.perf_counter()
-    session = WorldSession.from_pretrained(resolve_checkpoint(checkpoint))
+    world = load_world(resolve_checkpoint(checkpoint), **(world_options or {}))
+    session = WorldSession(world, sampling_steps, twin=twin)
     load_s = time.perf_counter() - t0
     stats, t_first = [], None  # stats only: keeping the frames would inflate rss_mb_end
     try:
@@ -241,6 +245,7 @@ def bench_play(checkpoint=None, steps: int = 300) -> dict:
     finally:
         session.close()
     chunks = [s for s in stats if s["key_to_pixel_ms"] is not None]  # chunk-making steps
+    psnr = [s["psnr"] for s in stats if s["psnr"] is not None]  # none without the twin
     mean = lambda k: float(np.mean([c[k] for c in chunks]))  # noqa: E731
     data = {"steps": steps, "fps": steps / elapsed, "time_to_first_frame_s": t_first - t0,
             "load_s": load_s, "rss_mb_start": rss_start, "rss_mb_end": rss_mb(),
@@ -250,13 +255,17 @@ def bench_play(checkpoint=None, steps: int = 300) -> dict:
             "chunk_latency_ms_p95": float(np.percentile([c["chunk_latency_ms"]
                                                          for c in chunks], 95)),
             "key_to_pixel_ms": mean("key_to_pixel_ms"),
+            "key_to_pixel_ms_p50": float(np.median([c["key_to_pixel_ms"] for c in chunks])),
+            "key_to_pixel_ms_p95": float(np.percentile([c["key_to_pixel_ms"]
+                                                        for c in chunks], 95)),
+            "twin": twin,
             "breakdown_ms_per_chunk": {k: mean(f"{k}_ms") for k in
                                        ("transformer", "decode", "engine", "text")},
-            "psnr_mean": float(np.mean([s["psnr"] for s in stats if s["psnr"] is not None])),
+            "psnr_mean": float(np.mean(psnr)) if psnr else None,
             "policy": session.policy,
             "chunk_frames": session.f, "sampling_steps": session.steps,
             "checkpoint": str(session.world.path), "device": str(session.world.device)}
     print_table([{k: v for k, v in data.items() if isinstance(v, (int, float))}],
-                "play (one session with the engine twin)")
+                f"play (one session, {'with' if twin else 'without'} the engine twin)")
     print_table([data["breakdown_ms_per_chunk"]], "ms per chunk")
     return data

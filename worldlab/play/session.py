@@ -58,6 +58,7 @@ import torch
 
 from ..camera import ACTION_WIDTH, Action, actions_from_poses, check_c2w, pose_from_heading, \
     step_pose
+from ..config import check_sampling_steps
 from ..engines import make_engine
 from ..episodes import CHARACTER, SCENES
 from ..metrics import frame_psnr
@@ -109,6 +110,7 @@ class WorldSession:
         steps = world.config.sample.steps if steps is None else steps
         if isinstance(steps, bool) or not isinstance(steps, int) or steps < 1:
             raise ValueError(f"steps (sampling steps) must be a positive int, got {steps!r}")
+        check_sampling_steps(world.config, steps)
         self.world, self.steps, self.use_twin, self.policy = world, steps, bool(twin), policy
         self.f = world.chunk_frames
         self.engine = None  # the twin, stepped with the same actions

@@ -9,6 +9,8 @@
 
 from .checkpoints import (latest_checkpoint, list_checkpoints, load_checkpoint, load_weights,
                           save_checkpoint, save_model_dir)
+from .decoder import DecoderRun, decoder_train_config, distill_decoder
+from .distill import DistillRun, distill
 from .losses import (autoencoder_loss, chunk_times, flow_matching_loss, sample_flow_time,
                      world_model_loss)
 from .loop import (StepBatchSampler, ema_update, fit, lr_at, make_accelerator,
@@ -22,3 +24,4 @@ __all__ = ["fit", "lr_at", "step_generator", "StepBatchSampler", "make_accelerat
            "load_checkpoint", "latest_checkpoint", "list_checkpoints", "load_weights",
            "save_model_dir", "autoencoder", "world", "package", "AutoencoderRun", "WorldRun",
            "FrameDataset", "autoencoder_train_config", "split_episodes"]
+__all__ += ["distill_decoder", "decoder_train_config", "DecoderRun", "distill", "DistillRun"]

@@ -1,5 +1,5 @@
-"""`python -m worldlab train autoencoder | world | package`: the recipes of `recipes.py`
-with a progress bar and a summary line.
+"""`python -m worldlab train autoencoder | world | distill | decoder | package`: the recipes
+(`recipes.py`, `distill.py`, `decoder.py`) with a progress bar and a summary line.
 
     python -m worldlab train autoencoder --preset small --data runs/data/doom --out runs/ae
     python -m worldlab train world --preset small --data runs/data/doom \
@@ -7,6 +7,8 @@ with a progress bar and a summary line.
     python -m worldlab train package --autoencoder runs/ae/model --world runs/world \
         --out runs/myworld
     python -m worldlab train check --preset base --accelerate-config configs/accelerate/fsdp.yaml
+    python -m worldlab train decoder --world data/checkpoints/doom64 --data runs/data/doom \
+        --latents runs/data/doom/latents --out runs/fast_decoder
 """
 
 from __future__ import annotations
@@ -107,11 +109,46 @@ def _cli_world(args) -> int:
     return 0
 
 
+def _cli_distill(args) -> int:
+    from .distill import distill
+
+    d = make_config("small", **parse_overrides(args.set)).distill
+    d.recipe = args.recipe
+    for name in ("steps", "batch_size", "student_steps"):
+        if getattr(args, name) is not None:
+            setattr(d, name, getattr(args, name))
+    with Progress(f"distill ({args.recipe})") as progress:
+        run = distill(args.teacher, args.data, d, args.out, latents=args.latents,
+                      student_init=args.student_init, minutes=args.minutes,
+                      device=args.device, resume=args.resume, **progress.hooks)
+    print(f"{run.config.sample.steps}-step student, step {run.state['step']}: "
+          f"pairs {run.seconds['pairs']:.0f} s, training {run.seconds['train']:.0f} s; "
+          f"package it with: train package --autoencoder {args.teacher}/autoencoder "
+          f"--world {args.out} --out DIR")
+    return 0
+
+
 def _cli_package(args) -> int:
     out = recipes.package(args.autoencoder, args.world, args.out, args.weights,
-                          half=not args.full)
+                          half=not args.full, fast_decoder=args.fast_decoder)
     size = sum(f.stat().st_size for f in out.rglob("*") if f.is_file())
     print(f"packaged {out} ({size / 2**20:.1f} MiB)")
+    return 0
+
+
+def _cli_decoder(args) -> int:
+    from .decoder import decoder_train_config, distill_decoder
+
+    overrides = {k: v for k, v in (("steps", args.steps), ("batch_size", args.batch_size))
+                 if v is not None}
+    with Progress("fast decoder") as progress:
+        run = distill_decoder(args.world, args.data, args.latents, args.out,
+                              target=args.target, cfg=decoder_train_config(**overrides),
+                              minutes=args.minutes, device=args.device, resume=args.resume,
+                              **progress.hooks)
+    s = run.scores
+    print(f"held-out ({s['frames']} frames): fast PSNR {s['fast_psnr']:.2f} dB, full "
+          f"{s['full_psnr']:.2f} dB; saved {args.out}/model (package_world(fast_decoder=...))")
     return 0
 
 
@@ -188,6 +225,29 @@ def configure_cli(parser) -> None:
     c.add_argument("--accelerate-config", default=None, metavar="YAML",
                    help="check this accelerate config against the machine too")
     c.set_defaults(func=_cli_check, steps=None)
+    d = sub.add_parser("distill", help="distil a world into a few-step student",
+                       description="a few-step student of a world (train/distill.py): "
+                                   "ode | consistency | dmd | dmd_clip")
+    d.add_argument("--teacher", required=True, help="world directory, e.g. "
+                                                    "data/checkpoints/doom64_teacher")
+    d.add_argument("--recipe", required=True, choices=["ode", "consistency", "dmd", "dmd_clip"])
+    d.add_argument("--data", required=True, help="episode store directory")
+    d.add_argument("--latents", default=None,
+                   help="latent cache of the teacher's autoencoder (default <data>/latents)")
+    d.add_argument("--out", required=True, help="run directory (checkpoints, model, ema)")
+    d.add_argument("--student-steps", type=int, default=None, help="default 4")
+    d.add_argument("--student-init", default=None, metavar="DIR",
+                   help="start the student from these weights (same architecture as the "
+                        "teacher), e.g. runs/distill/ode/ema before DMD")
+    d.add_argument("--steps", type=int, default=None, help="student steps (distill.steps)")
+    d.add_argument("--batch-size", type=int, default=None)
+    d.add_argument("--minutes", type=float, default=None,
+                   help="wall-clock budget for the student's training (replaces --steps)")
+    d.add_argument("--resume", action="store_true", help="continue from --out's checkpoint")
+    d.add_argument("--device", default="auto", help="auto | cpu | cuda")
+    d.add_argument("--set", action="append", default=[], metavar="distill__FIELD=VALUE",
+                   help="distill config override, e.g. --set distill__critic_ratio=2")
+    d.set_defaults(func=_cli_distill)
     p = sub.add_parser("package", help="assemble a world directory from training outputs",
                        description="autoencoder + world model + config (+ captions) -> one "
                                    "directory that pretrained.load_world reads")
@@ -196,4 +256,26 @@ def configure_cli(parser) -> None:
     p.add_argument("--weights", default="ema", help="subfolder of --world: ema | model")
     p.add_argument("--out", required=True, help="e.g. data/checkpoints/doom64")
     p.add_argument("--full", action="store_true", help="keep float32 (default: float16)")
+    p.add_argument("--fast-decoder", default=None, metavar="DIR",
+                   help="a fast decoder for play (train decoder's out/model), e.g. "
+                        "runs/fast_decoder/model")
     p.set_defaults(func=_cli_package)
+    fd = sub.add_parser("decoder", help="distil a world's decoder into a small fast one",
+                        description="a FastDecoder trained on a world's cached latents "
+                                    "(train/decoder.py), for sample.decoder = fast")
+    fd.add_argument("--world", required=True, help="world directory, e.g. "
+                                                   "data/checkpoints/doom64_teacher")
+    fd.add_argument("--data", required=True, help="episode store directory")
+    fd.add_argument("--latents", required=True,
+                    help="latent cache of the world's autoencoder for --data's episodes")
+    fd.add_argument("--out", required=True, help="run directory (checkpoints, model)")
+    fd.add_argument("--target", default="frames", choices=["frames", "decoder"],
+                    help="learn the engine's frames or the full decoder's output")
+    fd.add_argument("--steps", type=int, default=None, help="default 2000")
+    fd.add_argument("--batch-size", type=int, default=None, help="default 16")
+    fd.add_argument("--minutes", type=float, default=None,
+                    help="wall-clock budget: the step count is timed to fit it (replaces "
+                         "--steps)")
+    fd.add_argument("--resume", action="store_true", help="continue from --out's checkpoint")
+    fd.add_argument("--device", default="auto", help="auto | cpu | cuda")
+    fd.set_defaults(func=_cli_decoder)

@@ -319,11 +319,15 @@ def _fits(cfg: WorldConfig, store: EpisodeStore, ids: list[str], cache: LatentCa
         else torch.device("cpu")
 
 
-def package(autoencoder, run, out, weights: str = "ema", half: bool = True) -> Path:
+def package(autoencoder, run, out, weights: str = "ema", half: bool = True,
+            fast_decoder=None) -> Path:
     """A world directory (see `worldlab.pretrained`) from an autoencoder directory and a
-    world run directory (`world(..., out=run)`): its `weights` subfolder, its config and
-    its captions when it has them."""
+    world run directory (`world(..., out=run)` or `distill(..., out=run)`): its `weights`
+    subfolder, its config, its captions and a student's `distill_run.json` when it has them,
+    and a fast decoder (`train decoder`'s out/model) when given."""
     run = Path(run)
-    captions = run / CAPTIONS_FILE
+    captions, record = run / CAPTIONS_FILE, run / "distill_run.json"
     return package_world(autoencoder, run / weights, run / "world_config.json", out,
-                         captions if captions.exists() else None, half=half)
+                         captions if captions.exists() else None, half=half,
+                         fast_decoder=fast_decoder,
+                         records=(record,) if record.exists() else ())
