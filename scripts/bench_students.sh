@@ -23,6 +23,9 @@ src = ROOT / "runs" / "bench" / "distill.json"
 data = json.loads(src.read_text())
 commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, text=True,
                         capture_output=True).stdout.strip()
+dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=ROOT,
+                       text=True, capture_output=True).stdout.strip()
+commit += " with uncommitted changes" if dirty else ""
 data.update(command="bash scripts/train_students.sh && bash scripts/bench_students.sh",
             commit=commit, measured=str(date.today()))
 print("wrote", atomic_write_json(ROOT / "data" / "results" / "distill.json", data))
