@@ -19,7 +19,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "train": ("worldlab.train.cli", "train the autoencoder or the world model"),
     "eval": ("worldlab.evaluate.cli", "score a checkpoint against the engine's ground truth"),
     "play": ("worldlab.play.script", "play a world headless from a scripted action file"),
-    "bench": ("worldlab.cli", "speed benchmarks: engines, model, play, train, distill"),
+    "bench": ("worldlab.cli", "speed benchmarks: engines, model, play, train, distill, "
+                              "profile, inference"),
 }
 
 # name -> (module, function(**options) -> JSON-able dict); a benchmark takes the options
@@ -69,13 +70,15 @@ def configure_cli(parser) -> None:
                         help="steps to time (default: the benchmark's own, 300 for most)")
     parser.add_argument("--threads", type=int, default=1, help="torch threads")
     parser.add_argument("--checkpoint", default=None,
-                        help="world directory (model, play; default: the shipped world)")
+                        help="world directory (model, play, profile, inference, distill; default: "
+                             "the shipped world)")
     parser.add_argument("--preset", default=None,
                         help="train: the preset to time (default small); model: time a "
                              "fresh world of this preset instead of a checkpoint")
     parser.add_argument("--set", action="append", default=[], metavar="SECTION__FIELD=VALUE",
                         help="train, model: config override of the preset (repeatable)")
-    parser.add_argument("--device", default=None, help="train, model: auto | cpu | cuda")
+    parser.add_argument("--device", default=None, help="train, model, inference: auto | cpu | "
+                                                           "cuda")
     parser.add_argument("--size", type=int, default=None,
                         help="model: frame size of the fresh world (with --preset)")
     parser.add_argument("--sample-steps", type=int, default=None,
@@ -86,7 +89,7 @@ def configure_cli(parser) -> None:
                         help="train: latent cache of --data (missing ones are encoded)")
     parser.add_argument("--episodes", type=int, default=None,
                         help="train: episodes of --data to use, or to record (default 64); "
-                             "distill: held-out episodes (default 8)")
+                             "distill, inference: held-out episodes (default 8, 4)")
     parser.add_argument("--compile", action="store_true",
                         help="train: also time torch.compile")
     parser.add_argument("--model", action="append", default=None,
