@@ -6,7 +6,7 @@
 # packaged with it under runs/students/. Each stage is resumable: run it again after a stop.
 #   bash scripts/train_students.sh            # everything, in order
 #   bash scripts/train_students.sh dmd        # one stage: ode consistency dmd dmd_clip one
-#                                             #            decoder package
+#                                             #            decoder package dmd_from_ode
 set -euo pipefail
 cd "$(dirname "$0")/.."
 RUN=${RUN:-runs/distill}
@@ -16,7 +16,7 @@ train() {  # name recipe steps [extra args]
   local name=$1 recipe=$2 steps=$3; shift 3
   local resume=(); [ -d "$RUN/$name/checkpoints" ] && resume=(--resume)
   [ -f "$RUN/$name/distill_run.json" ] && { echo "$name done"; return; }
-  OMP_NUM_THREADS=1 .venv/bin/python -m worldlab train distill --teacher "$TEACHER" \
+  OMP_NUM_THREADS=${THREADS:-1} .venv/bin/python -m worldlab train distill --teacher "$TEACHER" \
     --recipe "$recipe" "${DATA[@]}" --device cpu \
     --batch-size 16 --steps "$steps" --out "$RUN/$name" "${resume[@]}" "$@"
 }
@@ -27,10 +27,12 @@ stage() {
     dmd) train dmd dmd 60 ;;
     dmd_clip) train dmd_clip dmd_clip 28 ;;
     one) train student_1_ode ode 240 --student-steps 1 --set distill__pairs=512 ;;
+    dmd_from_ode) train dmd_from_ode dmd 60 --student-init "$RUN/ode/ema" ;;  # Self-Forcing's order
     decoder) [ -d runs/fast_decoder/model ] || OMP_NUM_THREADS=1 .venv/bin/python -m worldlab \
         train decoder --world "$TEACHER" "${DATA[@]}" --out runs/fast_decoder --minutes 11 \
         --device cpu ;;
-    package) for r in ode consistency dmd dmd_clip student_1_ode; do
+    package) for r in ode consistency dmd dmd_clip student_1_ode dmd_from_ode; do
+        [ -d "$RUN/$r" ] || continue
         [ -d "runs/students/$r" ] || .venv/bin/python -m worldlab train package \
           --autoencoder "$TEACHER/autoencoder" --world "$RUN/$r" --out "runs/students/$r" \
           --fast-decoder runs/fast_decoder/model
