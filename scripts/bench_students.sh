@@ -13,20 +13,5 @@ S=${STUDENTS:-runs/students}
   --model "student_4_ode_fast_decoder=$S/ode,decoder=fast" \
   --model "student_1_fast_decoder=$S/student_1_ode,decoder=fast" \
   --model "student_4_ode_fast_decoder_int8=$S/ode,decoder=fast,quantize=int8"
-# ship it with the command and commit that made it
-.venv/bin/python - <<'PY'
-import json, subprocess
-from datetime import date
-from worldlab.atomic import atomic_write_json
-from worldlab.paths import ROOT
-src = ROOT / "runs" / "bench" / "distill.json"
-data = json.loads(src.read_text())
-commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, text=True,
-                        capture_output=True).stdout.strip()
-dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=ROOT,
-                       text=True, capture_output=True).stdout.strip()
-commit += " with uncommitted changes" if dirty else ""
-data.update(command="bash scripts/train_students.sh && bash scripts/bench_students.sh",
-            commit=commit, measured=str(date.today()))
-print("wrote", atomic_write_json(ROOT / "data" / "results" / "distill.json", data))
-PY
+.venv/bin/python scripts/ship_result.py runs/bench/distill.json data/results/distill.json \
+  "bash scripts/train_students.sh && bash scripts/bench_students.sh"

@@ -35,7 +35,7 @@ import numpy as np
 import torch
 
 from .atomic import atomic_dir
-from .config import DECODERS, WorldConfig
+from .config import WorldConfig
 from .loading import load_module, read_json
 from .model.autoencoder import VideoAutoencoder, frames_to_tensor, tensor_to_frames
 from .model.dit import WorldModel
@@ -128,16 +128,14 @@ def load_world(path: str | Path, device: str = "auto", subfolder: str = "world",
     inference switches are then applied (`model.inference.prepare_for_inference`).
     """
     path = Path(path)
-    if decoder is not None and decoder not in DECODERS:
-        raise ValueError(f"decoder must be one of {DECODERS} (or None: the world config's "
-                         f"sample.decoder), got {decoder!r}")
     for part in ("autoencoder", subfolder, "world_config.json"):
         if not (path / part).exists():
             raise ValueError(f"{path} is not a world directory: {part} is missing (expected "
                              f"autoencoder/, {subfolder}/ and world_config.json)")
     dev = resolve_device(device)
     cfg = with_sample_overrides(read_world_config(path / "world_config.json"), sample)
-    cfg.sample.decoder = decoder or cfg.sample.decoder
+    if decoder is not None:  # one more sample override, validated as the others
+        cfg = with_sample_overrides(cfg, {"decoder": decoder})
     has_fast = (path / FAST_DECODER).exists()
     if cfg.sample.decoder == "fast" and not has_fast:
         raise ValueError(f"the fast decoder was asked for but {path / FAST_DECODER} does not "

@@ -1,6 +1,5 @@
 """Where a chunk's time goes: `python -m worldlab bench profile [--checkpoint DIR]
-[--chunks N] [--twin]`, and the streaming step it shares with `bench inference`
-(`evaluate.switches`).
+[--chunks N] [--twin]`, on the streaming step of `protocols.make_chunk`.
 
 One chunk of play is: the twin engine's f steps (with `twin`), the sampler's steps through
 the transformer (`forward_chunk` per step, `append_chunk` once), then the decode of its f
@@ -41,54 +40,11 @@ import torch
 from ..camera import ACTION_WIDTH, Action
 from ..engines import make_engine
 from ..engines.policies import WALK
-from ..episodes import CHARACTER, SCENES
-from ..model.sampler import sample_chunk
 from ..pretrained import World, load_world, resolve_checkpoint
+from .protocols import chunk_noise, make_chunk, still_conditions, sync
 from .report import print_table
 
 COMPONENTS = ("attention", "mlp", "other", "decode", "engine", "python")
-
-
-# ----------------------------------------------------------------------------------------
-# One chunk of streaming, timed
-# ----------------------------------------------------------------------------------------
-
-
-def sync(device: torch.device) -> None:
-    """Wait for the device, so wall time measures the work (a no-op on the CPU)."""
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
-
-
-def still_conditions(world: World) -> dict:
-    """Conditioning of a chunk seen by a still camera: zero actions (1, f, a), identity
-    poses (1, f, 4, 4), the world's scene caption (1, k, e). Speed does not depend on it."""
-    f, dev, engine = world.chunk_frames, world.device, world.config.data.engine
-    return {"actions": torch.zeros(1, f, world.model.config.action_width, device=dev),
-            "c2w": torch.eye(4, device=dev).expand(1, f, 4, 4).contiguous(),
-            "text": world.embed([(SCENES.get(engine, engine), CHARACTER, "")])[:, 0]}
-
-
-@torch.no_grad()
-def make_chunk(world: World, cache, noise: torch.Tensor, cond: dict):
-    """Sample one chunk from `noise` (1, f, c, h, w), append it to the cache and decode it.
-    Returns the latents and the seconds spent in the transformer and in the decode."""
-    cfg = world.config.sample
-    t0 = time.perf_counter()
-    x = sample_chunk(world.model, cache, noise, cfg.steps, cfg.solver, cfg.guidance, **cond)
-    world.model.append_chunk(x, cache, **cond)
-    sync(world.device)
-    t1 = time.perf_counter()
-    world.decode(x)
-    sync(world.device)
-    return x, t1 - t0, time.perf_counter() - t1
-
-
-def chunk_noise(world: World, generator: torch.Generator) -> torch.Tensor:
-    """Seeded noise (1, f, c, h, w) for one chunk of `world`."""
-    m = world.model.config
-    return torch.randn((1, world.chunk_frames, m.latent_channels, m.latent_size,
-                        m.latent_size), generator=generator).to(world.device)
 
 
 # ----------------------------------------------------------------------------------------

@@ -130,46 +130,55 @@ def drift(world: World, episodes, horizon: int = 32, seed: int = 0,
             "rollout_psnr_mean": float(np.mean(curve)), "rollout_episodes": len(curve)}
 
 
-class ChunkStreamer:
-    """Streams a world with its KV cache, one chunk per `chunk()` call (standing still, the
-    world's scene caption), timing each: (transformer ms: sample + append, decode ms)."""
+def sync(device: torch.device) -> None:
+    """Wait for the device, so wall time measures the work (a no-op on the CPU)."""
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
 
-    def __init__(self, world: World, steps: int | None = None, seed: int = 0):
-        m, dev = world.model, world.device
-        cfg = m.config
-        self.world, self.steps = world, steps or world.config.sample.steps
-        self.shape = (1, world.chunk_frames, cfg.latent_channels, cfg.latent_size,
-                      cfg.latent_size)
-        f = world.chunk_frames
-        self.cond = dict(actions=torch.zeros(1, f, cfg.action_width, device=dev),
-                         c2w=torch.eye(4, device=dev).expand(1, f, 4, 4).contiguous(),
-                         text=world.embed([(SCENES[world.config.data.engine], CHARACTER,
-                                            "")])[:, 0])
-        self.cache = m.new_cache(1)
-        self.generator = torch.Generator(device=dev).manual_seed(seed)
-        self._sync = torch.cuda.synchronize if dev.type == "cuda" else (lambda: None)
 
-    @torch.no_grad()
-    def chunk(self) -> tuple[float, float]:
-        w, sample = self.world, self.world.config.sample
-        t0 = time.perf_counter()
-        x = sample_chunk(w.model, self.cache, torch.randn(self.shape, generator=self.generator,
-                                                          device=w.device),
-                         self.steps, sample.solver, **self.cond)
-        w.model.append_chunk(x, self.cache, **self.cond)
-        self._sync()
-        t1 = time.perf_counter()
-        w.decode(x)
-        self._sync()
-        return 1000 * (t1 - t0), 1000 * (time.perf_counter() - t1)
+def still_conditions(world: World) -> dict:
+    """Conditioning of a chunk seen by a still camera: zero actions (1, f, a), identity
+    poses (1, f, 4, 4), the world's scene caption (1, k, e). Speed does not depend on it."""
+    f, dev, engine = world.chunk_frames, world.device, world.config.data.engine
+    return {"actions": torch.zeros(1, f, world.model.config.action_width, device=dev),
+            "c2w": torch.eye(4, device=dev).expand(1, f, 4, 4).contiguous(),
+            "text": world.embed([(SCENES.get(engine, engine), CHARACTER, "")])[:, 0]}
+
+
+def chunk_noise(world: World, generator: torch.Generator) -> torch.Tensor:
+    """Seeded noise (1, f, c, h, w) for one chunk of `world`."""
+    m = world.model.config
+    return torch.randn((1, world.chunk_frames, m.latent_channels, m.latent_size,
+                        m.latent_size), generator=generator).to(world.device)
+
+
+@torch.no_grad()
+def make_chunk(world: World, cache, noise: torch.Tensor, cond: dict,
+               steps: int | None = None):
+    """Sample one chunk from `noise` (1, f, c, h, w) with `steps` (default the world's),
+    append it to the cache and decode it. Returns the latents and the seconds spent in the
+    transformer (sample + append) and in the decode."""
+    cfg = world.config.sample
+    t0 = time.perf_counter()
+    x = sample_chunk(world.model, cache, noise, steps or cfg.steps, cfg.solver, cfg.guidance,
+                     **cond)
+    world.model.append_chunk(x, cache, **cond)
+    sync(world.device)
+    t1 = time.perf_counter()
+    world.decode(x)
+    sync(world.device)
+    return x, t1 - t0, time.perf_counter() - t1
 
 
 def runtime(world: World, chunks: int = 50, steps: int | None = None) -> dict:
     """Streaming speed with the KV cache: per-chunk latency (sample + append + decode), and
     its transformer (sample + append) and decode parts, medians after 2 warm-up chunks."""
-    f, streamer = world.chunk_frames, ChunkStreamer(world, steps)
-    transformer_ms, decode_ms = zip(*(streamer.chunk() for _ in range(chunks)))
-    lat_ms = np.add(transformer_ms, decode_ms)
+    f, cache, cond = world.chunk_frames, world.model.new_cache(1), still_conditions(world)
+    g = torch.Generator().manual_seed(0)
+    timed = [make_chunk(world, cache, chunk_noise(world, g), cond, steps)[1:]
+             for _ in range(chunks)]
+    transformer_ms, decode_ms = 1e3 * np.array(timed).T  # (chunks,) each
+    lat_ms = transformer_ms + decode_ms
     steady = float(np.median(lat_ms[2:]))
     return {"chunk_latency_ms": steady, "fps": 1000 * f / steady,
             "transformer_ms": float(np.median(transformer_ms[2:])),

@@ -1,14 +1,33 @@
-"""Reports: the tables printed for people.
+"""Reports: the tables printed for people, and where a shipped number came from.
 
 Benchmarks and the evaluation suite print through `print_table` and write their JSON with
-`atomic.atomic_write_json`; nothing here measures anything.
+`atomic.atomic_write_json`; `provenance` is what a file under data/results/ records beside
+its numbers. Nothing here measures anything.
 """
 
 from __future__ import annotations
 
+import datetime
+import subprocess
 
 import numpy as np
 
+from ..paths import ROOT
+
+
+def _git(*args: str) -> str:
+    """The output of a read-only git command in the repository ('' if git fails)."""
+    done = subprocess.run(["git", *args], cwd=ROOT, capture_output=True, text=True)
+    return done.stdout.strip() if done.returncode == 0 else ""
+
+
+def provenance(command: str) -> dict:
+    """The command that made a result, the commit it ran at (None outside a repository),
+    whether the tracked files had uncommitted changes, and the date."""
+    return {"command": command, "commit": _git("rev-parse", "HEAD") or None,
+            "uncommitted_changes": bool(_git("status", "--porcelain",
+                                             "--untracked-files=no")),
+            "measured": datetime.date.today().isoformat()}
 
 
 def print_table(rows: list[dict], title: str = "") -> None:

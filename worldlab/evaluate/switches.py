@@ -24,19 +24,15 @@ data/results/inference.json, with the command, the commit and the machine's load
 
 from __future__ import annotations
 
-import datetime
 import os
-import subprocess
 import time
 
 import numpy as np
 import torch
 
-from ..paths import ROOT
 from ..pretrained import load_world, resolve_checkpoint, resolve_device
-from .profile import chunk_noise, make_chunk, still_conditions
-from .protocols import heldout_episodes, next_chunk
-from .report import print_table
+from .protocols import chunk_noise, heldout_episodes, make_chunk, next_chunk, still_conditions
+from .report import print_table, provenance
 
 OFF = {"quantize": "none", "compile": False, "autocast": "no"}
 SETTINGS = {  # device type -> setting -> its sample overrides
@@ -72,12 +68,6 @@ def stream_side_by_side(worlds: dict, chunks: int) -> dict:
                      "cpu_ms": float(np.median(times[warmup:, 2])),
                      "latents": torch.cat(r["latents"], dim=1)}
     return out
-
-
-def _git(*args: str) -> str:
-    """The output of a read-only git command in the repository ('' if git fails)."""
-    done = subprocess.run(["git", *args], cwd=ROOT, capture_output=True, text=True)
-    return done.stdout.strip() if done.returncode == 0 else ""
 
 
 def _row(name: str, speed: dict, psnr: float, base: dict, base_psnr: float, f: int) -> dict:
@@ -119,9 +109,7 @@ def bench_inference(checkpoint=None, chunks: int = 6, episodes: int = 4,
                         f"--threads {torch.get_num_threads()}"])
     return {"what": "speed and quality loss of each inference switch of a world, measured "
                     "side by side in one run (worldlab.evaluate.switches)",
-            "command": command, "commit": _git("rev-parse", "HEAD") or None,
-            "uncommitted_changes": bool(_git("status", "--porcelain", "--untracked-files=no")),
-            "measured": datetime.date.today().isoformat(), "checkpoint": str(path),
+            **provenance(command), "checkpoint": str(path),
             "device": str(dev), "threads": torch.get_num_threads(),
             "load_average_1min": {"start": load_start, "end": os.getloadavg()[0]},
             "sample_steps": base.config.sample.steps, "chunks": chunks,

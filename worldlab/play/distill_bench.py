@@ -11,17 +11,18 @@ Each model is a world directory sampled with some number of steps and a decoder:
 
 Quality: next-chunk PSNR (teacher forced) and open-loop rollout PSNR over `horizon` frames
 against the engine, on the same held-out episodes for every model. Speed: transformer and
-decode milliseconds per chunk (one chunk of every model in turn: `interleaved_speed`),
+decode milliseconds per chunk (one chunk of every model in turn, after its window fills:
+`switches.stream_side_by_side`),
 key-to-pixel p50 / p95 with the engine twin and without it, and frames/s without it
 (`bench play`). Training time comes from a student's `distill_run.json`.
 """
 
 from __future__ import annotations
 
-import numpy as np
 import torch
 
-from ..evaluate.protocols import ChunkStreamer, drift, heldout_episodes, next_chunk
+from ..evaluate.protocols import drift, heldout_episodes, next_chunk
+from ..evaluate.switches import stream_side_by_side
 from ..evaluate.report import print_table
 from ..loading import read_json
 from ..pretrained import DEFAULT_WORLD, load_world, resolve_checkpoint
@@ -51,11 +52,9 @@ def parse_model(spec: str) -> tuple[str, dict]:
 
 
 def world_options(model: dict) -> dict:
-    """`load_world` keywords for a parsed model's decoder and quantize options."""
-    options = {} if model["decoder"] is None else {"decoder": model["decoder"]}
-    if model["quantize"] is not None:
-        options["sample"] = {"quantize": model["quantize"]}
-    return options
+    """`load_world` keywords for a parsed model: its options as sample overrides."""
+    sample = {k: model[k] for k in SPEC_FIELDS if model[k] is not None}
+    return {"sample": sample} if sample else {}
 
 
 def default_models(teacher=None) -> list[str]:
@@ -68,14 +67,12 @@ def measure_model(model: dict, episodes, horizon: int, play_steps: int) -> dict:
     path = resolve_checkpoint(model["path"])
     options = world_options(model)
     world = load_world(path, **options)
-    steps = model["steps"] or world.config.sample.steps
-    quality = {**next_chunk(world, episodes, steps=steps), **drift(world, episodes, horizon,
-                                                                    steps=steps)}
-    twin = bench_play(path, play_steps, steps, twin=True, world_options=options)
-    alone = bench_play(path, play_steps, steps, twin=False, world_options=options)
+    quality = {**next_chunk(world, episodes), **drift(world, episodes, horizon)}
+    twin = bench_play(path, play_steps, twin=True, world_options=options)
+    alone = bench_play(path, play_steps, twin=False, world_options=options)
     run = path / "distill_run.json"
     trained = read_json(run, "distillation record") if run.exists() else None
-    return {"path": str(model["path"]), "sampling_steps": steps,
+    return {"path": str(model["path"]), "sampling_steps": world.config.sample.steps,
             "decoder": world.config.sample.decoder, "quantize": world.config.sample.quantize,
             "distill": world.config.distill.recipe,
             "next_chunk_psnr": quality["next_chunk_psnr"],
@@ -91,24 +88,6 @@ def measure_model(model: dict, episodes, horizon: int, play_steps: int) -> dict:
             sum(trained["seconds"].values()), "training": trained}
 
 
-def interleaved_speed(specs: dict, chunks: int = 40) -> dict:
-    """Transformer and decode ms per chunk of every model, streamed one chunk of each model
-    in turn (`protocols.ChunkStreamer`), so a change of the machine's speed falls on all
-    alike; medians after 2 warm-up chunks each. A model's window stays full throughout."""
-    streamers = {}
-    for name, m in specs.items():
-        world = load_world(resolve_checkpoint(m["path"]), **world_options(m))
-        streamers[name] = ChunkStreamer(world, m["steps"])
-    times: dict[str, list] = {name: [] for name in specs}
-    for _ in range(chunks):
-        for name, streamer in streamers.items():
-            times[name].append(streamer.chunk())
-    return {name: {"ms_per_chunk": float(np.median([t for t, _ in ts[2:]])),
-                   "decode_ms": float(np.median([d for _, d in ts[2:]])),
-                   "speed_chunks": len(ts) - 2}
-            for name, ts in times.items()}
-
-
 def bench_distill(model: list[str] | None = None, checkpoint=None, episodes: int | None = None,
                   horizon: int = 32, steps: int = 200, reference: str = "teacher_16") -> dict:
     """Every model of `model` ("name=DIR[,steps=N][,decoder=fast]"; default: the world
@@ -122,8 +101,10 @@ def bench_distill(model: list[str] | None = None, checkpoint=None, episodes: int
     eps = heldout_episodes(first.config.data.engine, episodes, f * (1 + horizon // f) + f,
                            first.size)
     result = {name: measure_model(m, eps, horizon, play_steps) for name, m in specs.items()}
-    for name, speed in interleaved_speed(specs).items():
-        result[name].update(speed)
+    worlds = {name: load_world(resolve_checkpoint(m["path"]), **world_options(m))
+              for name, m in specs.items()}
+    for name, speed in stream_side_by_side(worlds, chunks=40).items():
+        result[name].update(ms_per_chunk=speed["transformer_ms"], decode_ms=speed["decode_ms"])
     ref = result.get(reference)
     for r in result.values():
         if ref is not None:
@@ -146,4 +127,4 @@ def summary(result: dict) -> list[dict]:
              "rollout_psnr": r["rollout_psnr"], "next_chunk_psnr": r["next_chunk_psnr"],
              "total_ms": r["ms_per_chunk"] + r["decode_ms"]}
             for name, r in sorted(result["models"].items(),
-                                  key=lambda kv: np.mean(kv[1]["ms_per_chunk"]))]
+                                  key=lambda kv: kv[1]["ms_per_chunk"])]

@@ -224,15 +224,15 @@ def configure_cli(parser) -> None:
 # ----------------------------------------------------------------------------------------
 
 
-def bench_play(checkpoint=None, steps: int = 300, sampling_steps: int | None = None,
-               twin: bool = True, world_options: dict | None = None) -> dict:
+def bench_play(checkpoint=None, steps: int = 300, twin: bool = True,
+               world_options: dict | None = None) -> dict:
     """A `steps`-step session (with the engine twin unless `twin=False`): speed, what
-    dominates, memory over time. `sampling_steps` replaces the world's; `world_options`
-    go to `load_world` (e.g. a decoder or inference switch)."""
+    dominates, memory over time. `world_options` go to `load_world` (e.g. sample
+    overrides: sampling steps, a decoder, an inference switch)."""
     script = parse_script(demo_script(steps))
     rss_start, t0 = rss_mb(), time.perf_counter()
     world = load_world(resolve_checkpoint(checkpoint), **(world_options or {}))
-    session = WorldSession(world, sampling_steps, twin=twin)
+    session = WorldSession(world, twin=twin)
     load_s = time.perf_counter() - t0
     stats, t_first = [], None  # stats only: keeping the frames would inflate rss_mb_end
     try:
