@@ -84,6 +84,76 @@ def test_streaming_matches_full_pass(n, extras):
     assert cache.keys[0].shape[2] == min(n - 1, 2) * F * S * S  # bounded by the window
 
 
+@pytest.mark.parametrize("cache_latent", [False, True])
+def test_deferred_append_matches_full_pass(cache_latent):
+    """Each chunk appended with defer=True is run within the next chunk's pass: every
+    velocity still equals the full pass's (6 chunks, window 2: evictions included)."""
+    model = make_model(cache_latent=cache_latent)
+    n, tau = 6, 0.41
+    x, actions, c2w, text = make_inputs(n)
+    lat = torch.randn(B, n * F, C + 1, S, S) if cache_latent else None
+    kw = lambda j: dict(actions=actions[:, chunk(j)], c2w=c2w[:, chunk(j)],  # noqa: E731
+                        text=text[:, j], cache_latent=None if lat is None else lat[:, chunk(j)])
+    with torch.no_grad():
+        cache = model.new_cache(B)
+        for j in range(n):
+            t = torch.zeros(B, j + 1)
+            t[:, -1] = tau
+            v_full = model(x[:, :(j + 1) * F], t, actions=actions[:, :(j + 1) * F],
+                           c2w=c2w[:, :(j + 1) * F], text=text[:, :j + 1],
+                           cache_latent=None if lat is None else lat[:, :(j + 1) * F])
+            v = model.forward_chunk(x[:, chunk(j)], torch.full((B,), tau), cache, **kw(j))
+            assert cache.pending is None and cache.committed == j  # taken along
+            torch.testing.assert_close(v, v_full[:, chunk(j)], atol=1e-5, rtol=0)
+            model.append_chunk(x[:, chunk(j)], cache, defer=True, **kw(j))
+            assert cache.pending is not None and cache.chunks == j + 1
+    assert cache.keys[0].shape[2] == 2 * F * S * S  # the window, as without deferring
+
+
+def test_flush_equals_an_immediate_append():
+    model = make_model()
+    x, actions, c2w, text = make_inputs(3)
+    with torch.no_grad():
+        caches = model.new_cache(B), model.new_cache(B)
+        for j in range(3):
+            model.append_chunk(x[:, chunk(j)], caches[0], actions[:, chunk(j)],
+                               c2w[:, chunk(j)], text[:, j])
+            model.append_chunk(x[:, chunk(j)], caches[1], actions[:, chunk(j)],
+                               c2w[:, chunk(j)], text[:, j], defer=True)
+        model.flush(caches[1])
+        model.flush(caches[1])  # nothing pending: a no-op
+    now, deferred = caches
+    assert deferred.pending is None and deferred.chunks == now.chunks == 3
+    for k0, k1 in zip(now.keys + now.values, deferred.keys + deferred.values):
+        torch.testing.assert_close(k1, k0, atol=0, rtol=0)
+    torch.testing.assert_close(deferred.last_pose, now.last_pose)
+
+
+def test_deferred_append_checks_its_input_at_once():
+    model = make_model()
+    x, actions, c2w, _ = make_inputs(2)
+    cache = model.new_cache(B)
+    with pytest.raises(ValueError, match="actions"):
+        model.append_chunk(x[:, chunk(0)], cache, actions[:, :1], c2w[:, chunk(0)],
+                           defer=True)
+    assert cache.pending is None and cache.chunks == 0  # nothing was kept
+
+
+def test_cache_snapshot_restores_a_pending_chunk():
+    model = make_model()
+    x, actions, c2w, _ = make_inputs(2)
+    with torch.no_grad():
+        cache = model.new_cache(B)
+        model.append_chunk(x[:, chunk(0)], cache, actions[:, chunk(0)], c2w[:, chunk(0)],
+                           defer=True)
+        snap = cache.snapshot()
+        model.forward_chunk(x[:, chunk(1)], torch.full((B,), 0.5), cache,
+                            actions[:, chunk(1)], c2w[:, chunk(1)])
+        assert cache.pending is None and cache.keys[0] is not None
+        cache.restore(snap)
+    assert cache.pending is not None and cache.keys[0] is None and cache.chunks == 1
+
+
 def test_forward_chunk_leaves_cache_alone():
     model = make_model()
     x, actions, c2w, text = make_inputs(2)

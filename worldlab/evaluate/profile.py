@@ -2,7 +2,8 @@
 [--chunks N] [--twin]`, on the streaming step of `protocols.make_chunk`.
 
 One chunk of play is: the twin engine's f steps (with `twin`), the sampler's steps through
-the transformer (`forward_chunk` per step, `append_chunk` once), then the decode of its f
+the transformer (`forward_chunk` per step, the first one also computing the K/V of the
+chunk before: a deferred `append_chunk`), then the decode of its f
 frames. Forward pre/post hooks on every block's self-attention, cross-attention and MLP add
 up their wall time; the components, in ms per chunk, are
 
@@ -142,7 +143,7 @@ def profile_world(world: World, chunks: int = 8, twin: bool = False, seed: int =
     try:
         if eng is not None:  # the engine's first chunk is the context, as in a session
             rgb, c2w = eng.first_chunk()
-            world.model.append_chunk(world.encode(rgb), cache, **_conditions(
+            world.model.append_chunk(world.encode(rgb), cache, defer=True, **_conditions(
                 world, np.zeros((len(c2w), ACTION_WIDTH)), c2w, cond["text"]))
         rows = [_timed_chunk(world, cache, cond, chunk_noise(world, g), eng)
                 for _ in range(fill + chunks)][fill:]

@@ -156,13 +156,13 @@ def chunk_noise(world: World, generator: torch.Generator) -> torch.Tensor:
 def make_chunk(world: World, cache, noise: torch.Tensor, cond: dict,
                steps: int | None = None):
     """Sample one chunk from `noise` (1, f, c, h, w) with `steps` (default the world's),
-    append it to the cache and decode it. Returns the latents and the seconds spent in the
-    transformer (sample + append) and in the decode."""
+    append it to the cache (deferred: its K/V ride the next chunk's first pass) and decode
+    it. Returns the latents and the seconds spent in the transformer and in the decode."""
     cfg = world.config.sample
     t0 = time.perf_counter()
     x = sample_chunk(world.model, cache, noise, steps or cfg.steps, cfg.solver, cfg.guidance,
                      **cond)
-    world.model.append_chunk(x, cache, **cond)
+    world.model.append_chunk(x, cache, defer=True, **cond)
     sync(world.device)
     t1 = time.perf_counter()
     world.decode(x)

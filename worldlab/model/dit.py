@@ -177,16 +177,34 @@ class Block(nn.Module):
 class KVCache:
     """Per-layer keys/values of the last `window_chunks` clean chunks, plus what a new chunk
     needs to continue the sequence: how many chunks came before (its absolute frame index
-    for RoPE) and the last camera pose (its first frame's relative pose)."""
+    for RoPE) and the last camera pose (its first frame's relative pose).
+
+    A chunk appended with `defer=True` waits in `pending` (its inputs by name) until the next
+    `forward_chunk`, which computes its K/V in the same pass as the new chunk's velocity."""
 
     batch_size: int
     keys: list  # per layer: (b, heads, cached tokens, hd) or None while empty
     values: list
-    chunks: int = 0  # chunks appended so far, evicted ones included
-    last_pose: torch.Tensor | None = None  # (b, 4, 4) float64
+    chunks: int = 0  # chunks appended so far, the pending one and evicted ones included
+    last_pose: torch.Tensor | None = None  # (b, 4, 4) float64 of the last chunk with K/V
+    pending: dict | None = None  # a clean chunk appended with defer=True, not yet run
+
+    @property
+    def committed(self) -> int:
+        """Chunks whose K/V have been computed (evicted ones included)."""
+        return self.chunks - (self.pending is not None)
 
     def past(self, layer: int):
         return None if self.keys[layer] is None else (self.keys[layer], self.values[layer])
+
+    def snapshot(self) -> tuple:
+        """Everything `restore` needs to put the cache back (tensors are never written to in
+        place, so references suffice)."""
+        return list(self.keys), list(self.values), self.chunks, self.last_pose, self.pending
+
+    def restore(self, snapshot: tuple) -> None:
+        keys, values, self.chunks, self.last_pose, self.pending = snapshot
+        self.keys[:], self.values[:] = keys, values
 
 
 # ----------------------------------------------------------------------------------------
@@ -363,10 +381,10 @@ class WorldModel(ModelMixin, ConfigMixin):
         depth = self.config.depth
         return KVCache(batch_size, [None] * depth, [None] * depth)
 
-    def _chunk(self, x, t, cache, actions, c2w, text, text_drop, memory, cache_latent,
-               kv_only=False):
-        """One chunk x (b, f, c, h, w) at time t (b,) against the cache: (v, K/V), v None
-        with `kv_only`."""
+    def _check_chunk(self, x, t, cache, actions, c2w, text, text_drop, memory,
+                     cache_latent) -> tuple:
+        """Check one chunk x (b, f, c, h, w) at time t (b,) and its conditioning against the
+        cache; return (b, f) and the text, drop flags as one-chunk (b, 1, ...) tensors."""
         b, frames = self._check_inputs(x, actions, c2w, memory, cache_latent)
         if frames != self.config.chunk_frames or b != cache.batch_size:
             raise ValueError(f"a chunk must have shape (b={cache.batch_size}, "
@@ -375,10 +393,18 @@ class WorldModel(ModelMixin, ConfigMixin):
         text = None if text is None else text[:, None]  # (b, 1, k, e)
         drop = None if text_drop is None else text_drop[:, None]  # (b, 1)
         cond.check_text(text, drop, b, 1, self.config.text_tokens, self.config.text_dim)
-        if self.pose_embed is not None and cache.chunks > 0 and cache.last_pose is None:
+        if self.pose_embed is not None and cache.committed > 0 and cache.last_pose is None:
             raise ValueError("cache has no last pose: append_chunk was called without c2w")
-        t_frames = t[:, None].expand(b, frames)
-        c_frames = self._frame_cond(t_frames, actions, c2w, cache.last_pose)
+        return b, frames, text, drop
+
+    def _chunk(self, x, t, cache, actions, c2w, text, text_drop, memory, cache_latent,
+               kv_only=False):
+        """One chunk x (b, f, c, h, w) at time t (b,) against the cache (no pending chunk):
+        (v, K/V), v None with `kv_only`."""
+        b, frames, text, drop = self._check_chunk(x, t, cache, actions, c2w, text, text_drop,
+                                                  memory, cache_latent)
+        c_frames = self._frame_cond(t[:, None].expand(b, frames), actions, c2w,
+                                    cache.last_pose)
         mask = None  # the cache holds only the window, and a chunk sees itself in full
         if memory is not None:
             m, past = memory.shape[1], 0 if cache.keys[0] is None else cache.keys[0].shape[2]
@@ -387,29 +413,97 @@ class WorldModel(ModelMixin, ConfigMixin):
             mask[:m, m:] = False  # memory reads only memory, as in the full pass
         return self._trunk(self._tokens(x, cache_latent), c_frames,
                            self.text_embed(text, drop, b, 1), memory,
-                           cache.chunks * frames, mask, past=cache, kv_only=kv_only)
+                           cache.committed * frames, mask, past=cache, kv_only=kv_only)
+
+    def _with_pending(self, x, t, cache, actions, c2w, text, text_drop, cache_latent):
+        """The pending clean chunk (at t = 0) and the next chunk x (b, f, c, h, w) at time
+        t (b,) in one pass against the cache, as a 2-chunk clip: the clean chunk sees the
+        cache and itself, the next one the window it will have (the cache minus what the
+        append evicts) plus both chunks. Commits the clean chunk's K/V; returns x's v."""
+        p = cache.pending
+        b, f, text, drop = self._check_chunk(x, t, cache, actions, c2w, text, text_drop,
+                                             None, cache_latent)
+        both = lambda a, c: None if a is None else torch.cat([a, c], dim=1)  # noqa: E731
+        t_frames = torch.cat([torch.zeros_like(t)[:, None].expand(b, f),
+                              t[:, None].expand(b, f)], dim=1)  # (b, 2 f)
+        c_frames = self._frame_cond(t_frames, both(p["actions"], actions),
+                                    both(p["c2w"], c2w), cache.last_pose)
+        p_text = None if p["text"] is None else p["text"][:, None]
+        p_drop = None if p["text_drop"] is None else p["text_drop"][:, None]
+        text = torch.cat([self.text_embed(p_text, p_drop, b, 1),
+                          self.text_embed(text, drop, b, 1)], dim=1)  # (b, 2, k, d)
+        own = f * self.grid ** 2
+        past = 0 if cache.keys[0] is None else cache.keys[0].shape[2]
+        mask = torch.ones(2 * own, past + 2 * own, dtype=torch.bool, device=x.device)
+        mask[:own, past + own:] = False  # the clean chunk does not see the next one
+        mask[own:, :max(past - (self.config.window_chunks - 1) * own, 0)] = False  # evicted
+        v, kvs = self._trunk(self._tokens(both(p["x"], x), both(p["cache_latent"],
+                                                                 cache_latent)),
+                             c_frames, text, None, cache.committed * f, mask, past=cache)
+        self._commit(cache, [(k[:, :, :own], val[:, :, :own]) for k, val in kvs], p["c2w"])
+        return v[:, f:]
 
     def forward_chunk(self, x, t, cache: KVCache, actions=None, c2w=None, text=None,
                       text_drop=None, memory=None, cache_latent=None) -> torch.Tensor:
         """Velocity (b, f, c, h, w) of the next chunk x at time t (b,), attending to the
-        cached context; text (b, k, e), text_drop (b,). The cache is not modified."""
+        cached context; text (b, k, e), text_drop (b,). What the cache holds does not change;
+        a pending chunk's K/V are computed in this same pass (apart, with memory or while
+        gradients are on: a pending chunk's K/V never carry gradient)."""
+        if cache.pending is not None:
+            if (memory is None and cache.pending["memory"] is None
+                    and not torch.is_grad_enabled()):
+                return self._with_pending(x, t, cache, actions, c2w, text, text_drop,
+                                          cache_latent)
+            with torch.no_grad():
+                self.flush(cache)
         v, _ = self._chunk(x, t, cache, actions, c2w, text, text_drop, memory, cache_latent)
         return v
 
     def append_chunk(self, x_clean, cache: KVCache, actions=None, c2w=None, text=None,
-                     text_drop=None, memory=None, cache_latent=None) -> None:
+                     text_drop=None, memory=None, cache_latent=None, defer=False) -> None:
         """Run the clean chunk (b, f, c, h, w) at t = 0 and append its K/V to the cache,
-        evicting chunks beyond `window_chunks` so the cost per chunk stays flat."""
+        evicting chunks beyond `window_chunks` so the cost per chunk stays flat.
+
+        With `defer` (for sampling) the chunk is checked now but run within the next
+        `forward_chunk`, in one pass with the next chunk: the same numbers, one pass fewer
+        per chunk (a 4-step sampler makes 4 passes, not 5). `flush` runs a pending chunk on
+        its own."""
+        self.flush(cache)
         t = torch.zeros(x_clean.shape[0], device=x_clean.device, dtype=x_clean.dtype)
+        if defer:
+            self._check_chunk(x_clean, t, cache, actions, c2w, text, text_drop, memory,
+                              cache_latent)
+            cache.pending = dict(x=x_clean, actions=actions, c2w=c2w, text=text,
+                                 text_drop=text_drop, memory=memory, cache_latent=cache_latent)
+            cache.chunks += 1
+            return
         _, kvs = self._chunk(x_clean, t, cache, actions, c2w, text, text_drop, memory,
                              cache_latent, kv_only=True)
+        self._commit(cache, kvs, c2w)
+
+    def flush(self, cache: KVCache) -> None:
+        """Compute the K/V of the pending chunk, if any, on its own (before saving a cache,
+        or when the next pass cannot take it along)."""
+        p = cache.pending
+        if p is None:
+            return
+        t = torch.zeros(p["x"].shape[0], device=p["x"].device, dtype=p["x"].dtype)
+        _, kvs = self._chunk(p["x"], t, cache, p["actions"], p["c2w"], p["text"],
+                             p["text_drop"], p["memory"], p["cache_latent"], kv_only=True)
+        self._commit(cache, kvs, p["c2w"])
+
+    def _commit(self, cache: KVCache, kvs: list, c2w) -> None:
+        """Append one chunk's per-layer (K, V), each (b, heads, own tokens, hd), to the cache
+        (the pending chunk's, if there is one), keeping the last `window_chunks` chunks."""
         keep = self.config.window_chunks * self.config.chunk_frames * self.grid ** 2
         for i, (k, v) in enumerate(kvs):
             # torch.cat makes new tensors: earlier K/V are never written to
             if cache.keys[i] is not None:
                 k, v = torch.cat([cache.keys[i], k], dim=2), torch.cat([cache.values[i], v], 2)
             cache.keys[i], cache.values[i] = k[:, :, -keep:], v[:, :, -keep:]
-        cache.chunks += 1
+        if cache.pending is None:
+            cache.chunks += 1
+        cache.pending = None
         if c2w is not None:
             cache.last_pose = c2w[:, -1].double()
 

@@ -7,7 +7,9 @@ velocity a single Euler step lands exactly on x0.
 
 `sample_chunk` turns noise into one chunk against a session's KV cache; `rollout` appends
 the context chunks to the cache, then generates the rest one chunk at a time, appending each
-generated chunk (at t = 0) so the next one sees it.
+generated chunk (at t = 0) so the next one sees it. Appends are deferred: a chunk's K/V are
+computed in the next chunk's first pass (`WorldModel.append_chunk(defer=True)`), so a
+4-step sampler costs 4 passes per chunk, not 5.
 
 Shape legend: b batch, t frames, n chunks, f frames per chunk, c latent channels,
 h w latent height/width, a action width, k text tokens, e text dim.
@@ -60,7 +62,8 @@ def sample_chunk(model, cache, noise: torch.Tensor, steps: int, solver: str = "e
     `steps` uniform steps; "euler" uses one velocity per step, "heun" two (it averages the
     slope at both ends of the step: second order, so fewer steps for the same error).
     actions (b, f, a), c2w (b, f, 4, 4), text (b, k, e) belong to this chunk; `extra` passes
-    memory / cache_latent through. The cache is read, never written. `on_step(x, t)` sees
+    memory / cache_latent through. What the cache holds is not changed (a pending chunk's K/V
+    are computed along with the first step). `on_step(x, t)` sees
     the state after every step (a teacher's trajectory for distillation).
     """
     _check_sampling(steps, solver, guidance)
@@ -99,7 +102,8 @@ def chunk_conditions(j: int, f: int, actions, c2w, captions) -> dict:
 @torch.no_grad()
 def prefill(model, context: torch.Tensor, actions, c2w, captions):
     """A new KV cache holding the clean context chunks (b, t0, c, h, w), conditioned like
-    `rollout`'s first t0 frames."""
+    `rollout`'s first t0 frames. Appended at once, not deferred: training runs the next
+    pass with gradient, which must not reach the context's K/V."""
     f = model.config.chunk_frames
     cache = model.new_cache(context.shape[0])
     for j in range(context.shape[1] // f):
@@ -164,5 +168,5 @@ def rollout(model, context_latents: torch.Tensor, actions, c2w, captions, steps:
             if callback is not None:
                 callback(j, chunk)
         if j < T // f - 1:  # the last chunk has nobody left to attend to it
-            model.append_chunk(chunk, cache, **cond)
+            model.append_chunk(chunk, cache, defer=True, **cond)
     return torch.cat(out, dim=1)

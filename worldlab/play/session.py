@@ -158,8 +158,8 @@ class WorldSession:
         with torch.no_grad():
             for j in range(t // self.f):
                 s = slice(j * self.f, (j + 1) * self.f)
-                self.world.model.append_chunk(latents[:, s], cache, **self._cond(
-                    actions[s], poses[s], text))
+                self.world.model.append_chunk(latents[:, s], cache, defer=True,
+                                              **self._cond(actions[s], poses[s], text))
         self.close()
         self.engine = eng
         self.state = SessionState(
@@ -293,8 +293,7 @@ class WorldSession:
         world, s, t0 = self.world, self.state, time.perf_counter()
         poses = None if self.engine is not None else self._integrate(actions)
         text = self._text(s.scene, fresh or s.event)  # a new prompt is encoded once, cached
-        before = (s.rng.get_state(), list(s.cache.keys), list(s.cache.values), s.cache.chunks,
-                  s.cache.last_pose)
+        before = s.rng.get_state(), s.cache.snapshot()
         t_text = time.perf_counter()
         try:
             twin = self._step_twin(actions, fresh) if self.engine is not None else None
@@ -305,14 +304,13 @@ class WorldSession:
             noise = torch.randn((1, self.f, *self._latent_shape()), generator=s.rng)
             x0 = sample_chunk(world.model, s.cache, noise.to(world.device), self.steps,
                               world.config.sample.solver, world.config.sample.guidance, **cond)
-            world.model.append_chunk(x0, s.cache, **cond)
+            world.model.append_chunk(x0, s.cache, defer=True, **cond)  # runs with the next
             _sync(world.device)
             t2 = time.perf_counter()
             frames = world.decode(x0)  # (f, h, w, 3)
         except BaseException:
             s.rng.set_state(before[0])
-            s.cache.keys[:], s.cache.values[:] = before[1], before[2]
-            s.cache.chunks, s.cache.last_pose = before[3], before[4]
+            s.cache.restore(before[1])
             if self.engine is not None:
                 self._rewind_twin()
             raise
@@ -377,10 +375,11 @@ class WorldSession:
     # ---- stats --------------------------------------------------------------------------
 
     def cache_chunks(self) -> int:
-        """Chunks held in the KV cache now (at most window_chunks)."""
-        keys = self._require_started().cache.keys[0]
-        tokens = self.f * self.world.model.grid ** 2
-        return 0 if keys is None else keys.shape[2] // tokens
+        """Chunks held in the KV cache now, a pending one included (at most window_chunks)."""
+        cache = self._require_started().cache
+        held = 0 if cache.keys[0] is None else cache.keys[0].shape[2] // (
+            self.f * self.world.model.grid ** 2)
+        return min(held + (cache.pending is not None), self.world.model.config.window_chunks)
 
     def stats(self, t_issued: float | None = None) -> dict:
         """The stats line of the frame on screen (key_to_pixel_ms when `t_issued` is given)."""
@@ -402,8 +401,12 @@ class WorldSession:
     # ---- save / load --------------------------------------------------------------------
 
     def snapshot(self) -> tuple[dict[str, torch.Tensor], dict]:
-        """Everything a resumed session needs: (tensors, JSON-able metadata)."""
-        tensors, meta = self._require_started().to_tensors()
+        """Everything a resumed session needs: (tensors, JSON-able metadata). A chunk waiting
+        in the cache gets its K/V first (what the cache holds is the same)."""
+        s = self._require_started()
+        with torch.no_grad():
+            self.world.model.flush(s.cache)
+        tensors, meta = s.to_tensors()
         meta.update(policy=self.policy, steps=self.steps, twin=self.engine is not None,
                     size=self.world.size, model=self._model_config())
         return tensors, meta
