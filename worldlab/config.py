@@ -113,6 +113,15 @@ class TrainConfig:
     # recompute each block's activations in the backward pass: ~1/depth of the activation
     # memory for ~1/3 more compute (train.hardware estimates both ways)
     grad_checkpointing: bool = False
+    # Long horizon (train.anti_drift; each needs forcing="teacher": the context chunks are
+    # what they change, and only the last chunk carries loss). Off by default.
+    # the context the model sees is corrupted on a share of the samples: "noise" | "blur" |
+    # "colour" (simple corruptions) | "bank" (its own recorded errors, AlayaWorld / SVI)
+    context_corruption: str = "none"
+    corruption_prob: float = 0.5  # share of samples whose context is corrupted
+    context_noise: float = 0.0  # diffusion forcing on the context: t ~ U(0, this) on it
+    self_rollout_prob: float = 0.0  # share of steps whose context is the model's own rollout
+    self_rollout_steps: int = 4  # Euler steps of that rollout
 
 
 @dataclass
@@ -126,6 +135,9 @@ class SampleConfig:
     quantize: str = "none"  # "none" | "int8" (dynamic int8 linear layers, CPU)
     compile: bool = False  # torch.compile the transformer and the decoder
     autocast: str = "no"  # "no" | "bf16" (GPU)
+    # flow time a generated chunk is noised to before it becomes context (0: clean); worlds
+    # trained with train.context_noise are sampled with a small one
+    context_noise: float = 0.0
 
 
 @dataclass
@@ -199,6 +211,8 @@ QUANTIZE = ("none", "int8")
 AUTOCAST = ("no", "bf16")
 # as train/distill.py reads them
 RECIPES = ("none", "ode", "consistency", "dmd", "dmd_clip")
+# as train/anti_drift.py reads them
+CORRUPTIONS = ("none", "noise", "blur", "colour", "bank")
 # as episodes/recording.py (which imports STARTS) and engines/doom.py (MONSTERS) read them
 STARTS = ("player", "random")
 MONSTERS = ("off", "on", "invulnerable")
@@ -231,6 +245,7 @@ _POSITIVE = _number("> 0", lambda v: v > 0)
 _NONNEGATIVE = _number(">= 0", lambda v: v >= 0)
 _FRACTION = _number("in [0, 1]", lambda v: 0 <= v <= 1)
 _FLAG = ("true or false", lambda v: isinstance(v, bool), None, None)
+_CONTEXT_NOISE = _number("in [0, 0.5] (a small flow time)", lambda v: 0 <= v <= 0.5)
 _MAPS = ("a str", lambda v: isinstance(v, str), "map names joined by '+'",
          lambda v: all(m.strip() for m in v.split("+")))
 _NAME = ("a str", lambda v: isinstance(v, str), "non-blank", lambda v: bool(v.strip()))
@@ -264,10 +279,13 @@ RULES: dict[str, dict[str, tuple]] = {
               "text_dropout": _FRACTION, "seed": _INDEX,  # numpy SeedSequence: >= 0
               "checkpoint_every": _COUNT, "keep_checkpoints": _INDEX,
               "mixed_precision": _one_of(MIXED_PRECISION), "compile": _FLAG,
-              "grad_checkpointing": _FLAG},
+              "grad_checkpointing": _FLAG, "context_corruption": _one_of(CORRUPTIONS),
+              "corruption_prob": _FRACTION, "context_noise": _CONTEXT_NOISE,
+              "self_rollout_prob": _FRACTION, "self_rollout_steps": _COUNT},
     "sample": {"steps": _COUNT, "solver": _one_of(SOLVERS), "guidance": _number(),
                "decoder": _one_of(DECODERS), "quantize": _one_of(QUANTIZE),
-               "compile": _FLAG, "autocast": _one_of(AUTOCAST)},
+               "compile": _FLAG, "autocast": _one_of(AUTOCAST),
+               "context_noise": _CONTEXT_NOISE},
     "distill": {"recipe": _one_of(RECIPES), "student_steps": _COUNT,
                 "teacher_steps": _COUNT, "steps": _COUNT, "batch_size": _COUNT,
                 "lr": _POSITIVE, "critic_lr": _POSITIVE, "critic_ratio": _COUNT,
@@ -301,6 +319,15 @@ def validate_config(cfg: "WorldConfig") -> "WorldConfig":
     if m.width % m.heads or (m.width // m.heads) % 2 or m.width // m.heads < 6:
         raise ValueError(f"config model.width={m.width} must be model.heads={m.heads} times "
                          f"an even head dim >= 6 (3D RoPE rotates pairs on 3 axes)")
+    tc = cfg.train
+    anti_drift = {"context_corruption": tc.context_corruption != "none",
+                  "context_noise": tc.context_noise > 0,
+                  "self_rollout_prob": tc.self_rollout_prob > 0}
+    on = [name for name, used in anti_drift.items() if used]
+    if on and tc.forcing != "teacher":
+        raise ValueError(f"config train.{on[0]} changes the context chunks, which needs "
+                         f"train.forcing='teacher' (clean context, loss on the last chunk); "
+                         f"got train.forcing={tc.forcing!r}")
     odd = [c for c in ae.block_out_channels if c % ae.norm_num_groups]
     if odd:  # every block is group-normed over its channels
         raise ValueError(f"config autoencoder.block_out_channels {list(ae.block_out_channels)} "

@@ -1,5 +1,8 @@
-"""`python -m worldlab eval --suite quick | autoencoder`: score a world against the
+"""`python -m worldlab eval --suite quick | long | autoencoder`: score a world against the
 engine's own frames (`--start random --maps MAP01,MAP04`: held-out starts over whole maps).
+
+    python -m worldlab eval --suite long --model teacher_forcing=runs/long/baseline \
+        --model bank=runs/long/bank   # several worlds on the same walks: `methods`
 
 Held-out episodes are recorded fresh from seeds the training data never used
 (`protocols.HELDOUT_SEED`); the table is printed and every number written to
@@ -18,14 +21,63 @@ from ..paths import RUNS
 from ..loading import load_module
 from ..model.autoencoder import VideoAutoencoder
 from ..pretrained import DEFAULT_WORLD, load_world, resolve_checkpoint
+from .long import long_horizon
 from .protocols import HELDOUT_SEED, autoencoder_scores, heldout_episodes, quick_suite
-from .report import print_quick, print_table
+from .report import print_long, print_quick, print_table
+
+
+SUITE_DEFAULTS = {  # episodes, frames, start: a minute of play from anywhere for "long"
+    "quick": (8, None, "player"), "autoencoder": (8, 64, "player"),
+    "long": (2, 1000, "random")}
 
 
 def _episodes(args, engine: str, frames: int, size: int) -> list:
     maps = tuple(m for m in args.maps.replace("+", ",").split(",") if m) if args.maps else None
+    opts = {"monsters": "invulnerable"} if args.suite == "long" and engine == "doom" else {}
     return heldout_episodes(engine, args.episodes, frames, size, seed=args.seed,
-                            start=args.start, maps=maps)
+                            start=args.start, maps=maps, **opts)
+
+
+def _long(args) -> tuple[dict, list, str]:
+    """The long-horizon protocol for each --model NAME=DIR (or the --checkpoint), on the
+    same walks: ({"methods": {name: scores}}, the walks, their engine)."""
+    from tqdm.auto import tqdm
+
+    models = dict(_named(m) for m in args.model) if args.model else \
+        {Path(args.checkpoint).name: args.checkpoint}
+    episodes, engine, result = None, None, {"methods": {}}
+    for name, path in models.items():
+        world = load_world(resolve_checkpoint(path), device=args.device,
+                           subfolder=args.weights, sample=_sample(args))
+        if episodes is None:
+            engine = args.engine or world.config.data.engine
+            episodes = _episodes(args, engine, args.frames, world.size)
+        chunks = len(episodes) * (args.frames // world.chunk_frames - 1)
+        with tqdm(total=chunks, desc=f"long: {name}", unit="chunk") as bar:
+            scores = long_horizon(world, episodes, progress=bar.update)
+        tc = world.config.train
+        result["methods"][name] = {
+            "checkpoint": str(path), "sampling_steps": world.config.sample.steps,
+            "sample_context_noise": world.config.sample.context_noise,
+            "training": {k: getattr(tc, k) for k in ANTI_DRIFT_FIELDS}, **scores}
+    print_long(result["methods"])
+    return result, episodes, engine
+
+
+ANTI_DRIFT_FIELDS = ("steps", "batch_size", "lr", "seed", "forcing", "context_corruption",
+                     "corruption_prob", "context_noise", "self_rollout_prob",
+                     "self_rollout_steps")
+
+
+def _sample(args) -> dict | None:
+    return None if args.steps is None else {"steps": args.steps}
+
+
+def _named(spec: str) -> tuple[str, str]:
+    name, sep, path = spec.partition("=")
+    if not sep or not name.strip() or not path.strip():
+        raise SystemExit(f"--model expects NAME=DIR, got {spec!r}")
+    return name.strip(), path.strip()
 
 
 def _quick(args, world) -> tuple[dict, list]:
@@ -52,6 +104,13 @@ def _autoencoder(args, ae, engine: str, size: int) -> tuple[dict, list]:
 
 def _cli(args) -> int:
     torch.set_num_threads(args.threads)
+    episodes_default, frames_default, start_default = SUITE_DEFAULTS[args.suite]
+    args.episodes = args.episodes or episodes_default
+    args.frames = args.frames or frames_default
+    args.start = args.start or start_default
+    if args.model and args.suite != "long":
+        raise SystemExit("--model NAME=DIR compares worlds in the long suite; use "
+                         "--checkpoint for the others")
     if args.autoencoder is not None:  # an autoencoder alone, not a world's
         if args.suite != "autoencoder":
             raise SystemExit("--autoencoder scores an autoencoder alone: use it with "
@@ -59,9 +118,12 @@ def _cli(args) -> int:
         ae = load_module(VideoAutoencoder, args.autoencoder).float().eval()
         engine, source = args.engine or "doom", args.autoencoder
         result, episodes = _autoencoder(args, ae, engine, args.size)
+    elif args.suite == "long":
+        result, episodes, engine = _long(args)
+        source = ",".join(args.model) or args.checkpoint
     else:
         world = load_world(resolve_checkpoint(args.checkpoint), device=args.device,
-                           subfolder=args.weights)
+                           subfolder=args.weights, sample=_sample(args))
         engine, source = args.engine or world.config.data.engine, args.checkpoint
         result, episodes = _quick(args, world) if args.suite == "quick" else \
             _autoencoder(args, world.ae, engine, world.size)
@@ -69,6 +131,7 @@ def _cli(args) -> int:
                   episodes={"count": len(episodes),
                             "seeds": [args.seed, args.seed + len(episodes)],
                             "frames": len(episodes[0]), "policy": "mix",
+                            "monsters": "invulnerable" if args.suite == "long" else "on",
                             "start": args.start, "maps": args.maps},
                   threads=args.threads, device=args.device)
     print(f"wrote {atomic_write_json(Path(args.out) / f'{args.suite}.json', result)}")
@@ -76,9 +139,13 @@ def _cli(args) -> int:
 
 
 def configure_cli(parser) -> None:
-    parser.add_argument("--suite", default="quick", choices=["quick", "autoencoder"],
-                        help="quick: next chunk, drift, controls, runtime; autoencoder: "
-                             "reconstruction PSNR, SSIM, sharpness and colour")
+    parser.add_argument("--suite", default="quick", choices=list(SUITE_DEFAULTS),
+                        help="quick: next chunk, drift, controls, runtime; long: a minute "
+                             "of open loop against drift-free, autoencoder and repeat-last "
+                             "references; autoencoder: reconstruction PSNR, SSIM, sharpness "
+                             "and colour")
+    parser.add_argument("--model", action="append", default=[], metavar="NAME=DIR",
+                        help="long suite: a world to score, repeatable (same walks)")
     parser.add_argument("--checkpoint", default=str(DEFAULT_WORLD),
                         help="world directory (relative paths from the repository root)")
     parser.add_argument("--weights", default="world", help="subfolder: world | ema")
@@ -88,17 +155,22 @@ def configure_cli(parser) -> None:
     parser.add_argument("--size", type=int, default=64,
                         help="frame side of the held-out episodes with --autoencoder")
     parser.add_argument("--engine", default=None, help="default: the engine it was trained on")
-    parser.add_argument("--episodes", type=int, default=8, help="held-out episodes")
-    parser.add_argument("--start", default="player", choices=STARTS,
-                        help="player: the level's start; random: over the reachable level")
+    parser.add_argument("--episodes", type=int, default=None,
+                        help="held-out episodes (default 8; 2 walks for long)")
+    parser.add_argument("--start", default=None, choices=STARTS,
+                        help="player: the level's start; random: over the reachable level "
+                             "(default player; random for long)")
     parser.add_argument("--maps", default=None,
                         help="doom maps, comma-separated; episode k plays map k mod count")
-    parser.add_argument("--frames", type=int, default=64,
-                        help="frames per held-out episode (autoencoder suite)")
+    parser.add_argument("--frames", type=int, default=None,
+                        help="frames per held-out episode: autoencoder (64) and long (1000) "
+                             "suites")
     parser.add_argument("--horizon", type=int, default=32, help="open-loop rollout frames")
     parser.add_argument("--starts", type=int, default=4, help="next-chunk starts per episode")
     parser.add_argument("--runtime-chunks", type=int, default=50,
                         help="chunks streamed to time the runtime (at least 6)")
+    parser.add_argument("--steps", type=int, default=None,
+                        help="sampling steps (default: each world's own sample.steps)")
     parser.add_argument("--seed", type=int, default=HELDOUT_SEED)
     parser.add_argument("--device", default="auto")
     parser.add_argument("--threads", type=int, default=2, help="torch CPU threads")

@@ -33,7 +33,7 @@ from ..config import check_sampling_steps
 from ..episodes import CHARACTER, SCENES, record_episode
 from ..metrics import frame_psnr, frame_ssim
 from ..model.autoencoder import evaluate_autoencoder, frames_to_tensor
-from ..model.sampler import rollout, sample_chunk
+from ..model.sampler import append_generated, rollout, sample_chunk
 from ..pretrained import World
 from .baselines import repeat_baseline, warp_baseline
 
@@ -74,7 +74,7 @@ def generate(world: World, episode, start: int, context: int, frames: int,
     lat = rollout(world.model, ctx, torch.as_tensor(acts, dtype=torch.float32, device=dev)[None],
                   torch.as_tensor(poses, dtype=torch.float32, device=dev)[None],
                   world.embed(caps), steps=steps or cfg.steps, solver=cfg.solver,
-                  guidance=cfg.guidance,
+                  guidance=cfg.guidance, context_noise=cfg.context_noise,
                   generator=torch.Generator(device=dev).manual_seed(seed))
     return world.decode(lat[:, context:])
 
@@ -162,7 +162,7 @@ def make_chunk(world: World, cache, noise: torch.Tensor, cond: dict,
     t0 = time.perf_counter()
     x = sample_chunk(world.model, cache, noise, steps or cfg.steps, cfg.solver, cfg.guidance,
                      **cond)
-    world.model.append_chunk(x, cache, defer=True, **cond)
+    append_generated(world.model, cache, x, cfg.context_noise, **cond)
     sync(world.device)
     t1 = time.perf_counter()
     world.decode(x)

@@ -64,3 +64,18 @@ def print_quick(r: dict) -> None:
           f"mirrored controls cost {b['mirrored_drop_db']:+.2f} dB (>= 1)")
     print(f"runtime: {r['fps']:.1f} frames/s, {r['chunk_latency_ms']:.1f} ms per chunk, "
           f"chunk 50 / chunk 2 cost = {r['cost_ratio_chunk50_chunk2']:.2f}")
+
+
+LONG_COLUMNS = {"psnr": "psnr", "drift-free": "psnr_drift_free", "repeat": "psnr_repeat",
+                "ae": "psnr_ae", "sharp/df": "sharpness_ratio_vs_drift_free",
+                "sharp/ae": "sharpness_ratio_vs_ae", "motion/ae": "motion_ratio_vs_ae",
+                "colour": "colour_distance"}
+
+
+def print_long(methods: dict) -> None:
+    """The long-horizon table: one row per method and window (early, late)."""
+    rows = [{"method": name, "window": "-".join(map(str, r[f"window_{w}"])),
+             **{col: r[f"{key}_{w}"] for col, key in LONG_COLUMNS.items()}}
+            for name, r in methods.items() for w in ("early", "late")]
+    print_table(rows, "long horizon: open loop against the engine (PSNR dB; ratios of "
+                      "means; colour = histogram distance)")

@@ -416,16 +416,17 @@ class WorldModel(ModelMixin, ConfigMixin):
                            cache.committed * frames, mask, past=cache, kv_only=kv_only)
 
     def _with_pending(self, x, t, cache, actions, c2w, text, text_drop, cache_latent):
-        """The pending clean chunk (at t = 0) and the next chunk x (b, f, c, h, w) at time
-        t (b,) in one pass against the cache, as a 2-chunk clip: the clean chunk sees the
-        cache and itself, the next one the window it will have (the cache minus what the
-        append evicts) plus both chunks. Commits the clean chunk's K/V; returns x's v."""
+        """The pending context chunk (at its time, 0 when clean) and the next chunk
+        x (b, f, c, h, w) at time t (b,) in one pass against the cache, as a 2-chunk clip:
+        the context chunk sees the cache and itself, the next one the window it will have
+        (the cache minus what the append evicts) plus both chunks. Commits the context
+        chunk's K/V; returns x's v."""
         p = cache.pending
         b, f, text, drop = self._check_chunk(x, t, cache, actions, c2w, text, text_drop,
                                              None, cache_latent)
         both = lambda a, c: None if a is None else torch.cat([a, c], dim=1)  # noqa: E731
-        t_frames = torch.cat([torch.zeros_like(t)[:, None].expand(b, f),
-                              t[:, None].expand(b, f)], dim=1)  # (b, 2 f)
+        t_frames = torch.cat([p["t"][:, None].expand(b, f), t[:, None].expand(b, f)],
+                             dim=1)  # (b, 2 f)
         c_frames = self._frame_cond(t_frames, both(p["actions"], actions),
                                     both(p["c2w"], c2w), cache.last_pose)
         p_text = None if p["text"] is None else p["text"][:, None]
@@ -460,20 +461,24 @@ class WorldModel(ModelMixin, ConfigMixin):
         return v
 
     def append_chunk(self, x_clean, cache: KVCache, actions=None, c2w=None, text=None,
-                     text_drop=None, memory=None, cache_latent=None, defer=False) -> None:
-        """Run the clean chunk (b, f, c, h, w) at t = 0 and append its K/V to the cache,
-        evicting chunks beyond `window_chunks` so the cost per chunk stays flat.
+                     text_drop=None, memory=None, cache_latent=None, defer=False,
+                     t=None) -> None:
+        """Run the context chunk (b, f, c, h, w) at flow time t (b,) (default 0: clean) and
+        append its K/V to the cache, evicting chunks beyond `window_chunks` so the cost per
+        chunk stays flat. A small t > 0 (with x noised to it) is diffusion forcing's noisy
+        context (`sample.context_noise`).
 
         With `defer` (for sampling) the chunk is checked now but run within the next
         `forward_chunk`, in one pass with the next chunk: the same numbers, one pass fewer
         per chunk (a 4-step sampler makes 4 passes, not 5). `flush` runs a pending chunk on
         its own."""
         self.flush(cache)
-        t = torch.zeros(x_clean.shape[0], device=x_clean.device, dtype=x_clean.dtype)
+        if t is None:
+            t = torch.zeros(x_clean.shape[0], device=x_clean.device, dtype=x_clean.dtype)
         if defer:
             self._check_chunk(x_clean, t, cache, actions, c2w, text, text_drop, memory,
                               cache_latent)
-            cache.pending = dict(x=x_clean, actions=actions, c2w=c2w, text=text,
+            cache.pending = dict(x=x_clean, t=t, actions=actions, c2w=c2w, text=text,
                                  text_drop=text_drop, memory=memory, cache_latent=cache_latent)
             cache.chunks += 1
             return
@@ -487,8 +492,7 @@ class WorldModel(ModelMixin, ConfigMixin):
         p = cache.pending
         if p is None:
             return
-        t = torch.zeros(p["x"].shape[0], device=p["x"].device, dtype=p["x"].dtype)
-        _, kvs = self._chunk(p["x"], t, cache, p["actions"], p["c2w"], p["text"],
+        _, kvs = self._chunk(p["x"], p["t"], cache, p["actions"], p["c2w"], p["text"],
                              p["text_drop"], p["memory"], p["cache_latent"], kv_only=True)
         self._commit(cache, kvs, p["c2w"])
 

@@ -90,6 +90,24 @@ def sample_chunk(model, cache, noise: torch.Tensor, steps: int, solver: str = "e
 # ----------------------------------------------------------------------------------------
 
 
+def append_generated(model, cache, x0: torch.Tensor, context_noise: float = 0.0,
+                     generator: torch.Generator | None = None, **cond) -> None:
+    """Append a generated chunk x0 (b, f, c, h, w) to the cache as context for the next
+    one (deferred: its K/V ride the next chunk's first pass). With `context_noise` s > 0 it
+    goes in noised to flow time s, x_s = (1 - s) x0 + s noise, and is seen at time s
+    (diffusion forcing's noisy context: the model is told not to trust it fully)."""
+    if not (isinstance(context_noise, (int, float)) and 0.0 <= context_noise < 1.0):
+        raise ValueError(f"context_noise must be a flow time in [0, 1), got {context_noise!r}")
+    t = None
+    if context_noise > 0:
+        noise = torch.randn(x0.shape, generator=generator, dtype=x0.dtype,
+                            device=generator.device if generator is not None else x0.device)
+        x0 = (1 - context_noise) * x0 + context_noise * noise.to(x0.device)
+        t = torch.full((x0.shape[0],), float(context_noise), dtype=x0.dtype, device=x0.device)
+    model.append_chunk(x0, cache, defer=True, t=t, **cond)
+
+
+
 def chunk_conditions(j: int, f: int, actions, c2w, captions) -> dict:
     """The conditions of chunk j: actions (b, f, a), c2w (b, f, 4, 4), text (b, k, e), each
     None where the whole-clip tensor is (actions (b, T, a), c2w, captions (b, n, k, e))."""
@@ -141,14 +159,16 @@ def _check_rollout(model, context, actions, c2w, captions) -> tuple[int, int, in
 def rollout(model, context_latents: torch.Tensor, actions, c2w, captions, steps: int,
             solver: str = "euler", guidance: float = 1.0,
             generator: torch.Generator | None = None,
-            callback: Callable[[int, torch.Tensor], None] | None = None) -> torch.Tensor:
+            callback: Callable[[int, torch.Tensor], None] | None = None,
+            context_noise: float = 0.0) -> torch.Tensor:
     """Generate latents (b, T, c, h, w) chunk by chunk with the KV cache.
 
     context_latents (b, t0, c, h, w) are clean chunks appended first (t0 a multiple of f,
     possibly 0); actions (b, T, a) / c2w (b, T, 4, 4) cover all T frames, the context's
     first; captions (b, n, k, e) give each of the n = T / f chunks its prompt (or None).
     `callback(chunk_index, x0_chunk)` runs after every generated chunk. The first t0
-    output frames are the context itself.
+    output frames are the context itself. `context_noise` noises each generated chunk
+    before it becomes context (`append_generated`); the true context goes in clean.
     """
     _check_sampling(steps, solver, guidance)
     b, T, t0 = _check_rollout(model, context_latents, actions, c2w, captions)
@@ -159,6 +179,7 @@ def rollout(model, context_latents: torch.Tensor, actions, c2w, captions, steps:
         cond = chunk_conditions(j, f, actions, c2w, captions)
         if j * f < t0:
             chunk = context_latents[:, j * f:(j + 1) * f]
+            model.append_chunk(chunk, cache, defer=True, **cond)
         else:
             noise = torch.randn((b, f, *context_latents.shape[2:]), generator=generator,
                                 dtype=context_latents.dtype,
@@ -167,6 +188,6 @@ def rollout(model, context_latents: torch.Tensor, actions, c2w, captions, steps:
             out.append(chunk)
             if callback is not None:
                 callback(j, chunk)
-        if j < T // f - 1:  # the last chunk has nobody left to attend to it
-            model.append_chunk(chunk, cache, defer=True, **cond)
+            if j < T // f - 1:  # the last chunk has nobody left to attend to it
+                append_generated(model, cache, chunk, context_noise, generator, **cond)
     return torch.cat(out, dim=1)

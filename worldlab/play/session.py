@@ -62,7 +62,7 @@ from ..config import check_sampling_steps
 from ..engines import make_engine
 from ..episodes import CHARACTER, SCENES
 from ..metrics import frame_psnr
-from ..model.sampler import sample_chunk
+from ..model.sampler import append_generated, sample_chunk
 from ..model.textenc import check_prompt
 from ..pretrained import load_world, resolve_checkpoint
 from . import saved
@@ -304,7 +304,8 @@ class WorldSession:
             noise = torch.randn((1, self.f, *self._latent_shape()), generator=s.rng)
             x0 = sample_chunk(world.model, s.cache, noise.to(world.device), self.steps,
                               world.config.sample.solver, world.config.sample.guidance, **cond)
-            world.model.append_chunk(x0, s.cache, defer=True, **cond)  # runs with the next
+            append_generated(world.model, s.cache, x0, world.config.sample.context_noise,
+                             s.rng, **cond)  # its K/V are computed with the next chunk
             _sync(world.device)
             t2 = time.perf_counter()
             frames = world.decode(x0)  # (f, h, w, 3)

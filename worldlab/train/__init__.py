@@ -5,8 +5,10 @@
     run = wl.train.autoencoder(store, cfg.autoencoder, out, callbacks=[plot])
     run = wl.train.world(store, cfg, out, autoencoder=ae_dir, callbacks=[plot])
     wl.train.package(ae_dir, out, "runs/myworld")
+    run = wl.train.long_horizon.finetune(world_dir, "error_bank", store, out)  # anti-drift
 """
 
+from . import long_horizon
 from .checkpoints import (latest_checkpoint, list_checkpoints, load_checkpoint, load_weights,
                           save_checkpoint, save_model_dir)
 from .decoder import DecoderRun, decoder_train_config, distill_decoder
@@ -24,4 +26,5 @@ __all__ = ["fit", "lr_at", "step_generator", "StepBatchSampler", "make_accelerat
            "load_checkpoint", "latest_checkpoint", "list_checkpoints", "load_weights",
            "save_model_dir", "autoencoder", "world", "package", "AutoencoderRun", "WorldRun",
            "FrameDataset", "autoencoder_train_config", "split_episodes"]
-__all__ += ["distill_decoder", "decoder_train_config", "DecoderRun", "distill", "DistillRun"]
+__all__ += ["distill_decoder", "decoder_train_config", "DecoderRun", "distill", "DistillRun",
+            "long_horizon"]

@@ -1,5 +1,6 @@
-"""`python -m worldlab train autoencoder | world | distill | decoder | package`: the recipes
-(`recipes.py`, `distill.py`, `decoder.py`) with a progress bar and a summary line.
+"""`python -m worldlab train autoencoder | world | distill | decoder | long-horizon | package`:
+the recipes (`recipes.py`, `distill.py`, `decoder.py`, `long_horizon.py`) with a progress bar
+and a summary line.
 
     python -m worldlab train autoencoder --preset small --data runs/data/doom --out runs/ae
     python -m worldlab train world --preset small --data runs/data/doom \
@@ -18,6 +19,7 @@ from typing import Any
 
 from ..config import PRESETS, make_config
 from . import hardware, recipes
+from .long_horizon import METHODS
 
 
 class Progress:
@@ -125,6 +127,19 @@ def _cli_distill(args) -> int:
           f"pairs {run.seconds['pairs']:.0f} s, training {run.seconds['train']:.0f} s; "
           f"package it with: train package --autoencoder {args.teacher}/autoencoder "
           f"--world {args.out} --out DIR")
+    return 0
+
+
+def _cli_long_horizon(args) -> int:
+    from .long_horizon import finetune
+
+    with Progress(f"long horizon ({args.method})") as progress:
+        run = finetune(args.start, args.method, args.data, args.out, steps=args.steps,
+                       batch_size=args.batch_size, seed=args.seed, latents=args.latents,
+                       device=args.device, resume=args.resume, **progress.hooks)
+    print(f"step {run.state['step']}: loss {run.state.get('loss', float('nan')):.4f}; package "
+          f"it with: train package --autoencoder {args.start}/autoencoder --world {args.out} "
+          f"--out DIR")
     return 0
 
 
@@ -248,6 +263,23 @@ def configure_cli(parser) -> None:
     d.add_argument("--set", action="append", default=[], metavar="distill__FIELD=VALUE",
                    help="distill config override, e.g. --set distill__critic_ratio=2")
     d.set_defaults(func=_cli_distill)
+    lh = sub.add_parser("long-horizon", help="fine-tune a world with one anti-drift method",
+                        description="a world fine-tuned from another's weights with one "
+                                    "long-horizon method (train/long_horizon.py), the same "
+                                    "budget for every method")
+    lh.add_argument("--start", required=True, help="world directory, e.g. "
+                                                   "data/checkpoints/doom64_teacher")
+    lh.add_argument("--method", required=True, choices=list(METHODS))
+    lh.add_argument("--data", required=True, help="episode store directory")
+    lh.add_argument("--latents", default=None,
+                    help="latent cache of the start's autoencoder (default <data>/latents)")
+    lh.add_argument("--out", required=True, help="run directory (checkpoints, model, ema)")
+    lh.add_argument("--steps", type=int, default=120)
+    lh.add_argument("--batch-size", type=int, default=16)
+    lh.add_argument("--seed", type=int, default=0, help="training seed")
+    lh.add_argument("--resume", action="store_true", help="continue from --out's checkpoint")
+    lh.add_argument("--device", default="auto", help="auto | cpu | cuda")
+    lh.set_defaults(func=_cli_long_horizon)
     p = sub.add_parser("package", help="assemble a world directory from training outputs",
                        description="autoencoder + world model + config (+ captions) -> one "
                                    "directory that pretrained.load_world reads")

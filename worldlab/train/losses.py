@@ -17,6 +17,7 @@ import torch
 from ..config import AutoencoderConfig, TrainConfig
 from ..model.discriminator import AutoencoderWithCritic
 from ..model.textenc import CaptionTable
+from .anti_drift import ErrorBank, context_inputs, unwrapped
 
 FORCINGS = ("teacher", "diffusion")
 TIME_SCHEDULES = ("logit_normal", "uniform")
@@ -37,15 +38,19 @@ def sample_flow_time(shape: tuple, generator: torch.Generator,
 
 
 def chunk_times(b: int, n: int, forcing: str, generator: torch.Generator,
-                schedule: str = "logit_normal") -> tuple[torch.Tensor, torch.Tensor]:
+                schedule: str = "logit_normal", context_noise: float = 0.0
+                ) -> tuple[torch.Tensor, torch.Tensor]:
     """Per-chunk flow time (b, n) and loss mask (b, n) for a forcing mode.
 
-    teacher: the context chunks are clean (t = 0, no loss) and only the last chunk is noised,
-    as at sampling time. diffusion: every chunk gets its own time and all carry loss, so the
-    model learns to denoise any chunk given a noisy past (Diffusion Forcing).
+    teacher: the context chunks are clean (t = 0, no loss; or each at its own small time
+    t ~ U(0, context_noise), diffusion forcing on the context) and only the last chunk is
+    noised, as at sampling time. diffusion: every chunk gets its own time and all carry
+    loss, so the model learns to denoise any chunk given a noisy past (Diffusion Forcing).
     """
     if forcing == "teacher":
         t = torch.zeros(b, n)
+        if context_noise > 0:
+            t[:, :-1] = context_noise * torch.rand(b, n - 1, generator=generator)
         t[:, -1] = sample_flow_time((b,), generator, schedule)
         mask = torch.zeros(b, n)
         mask[:, -1] = 1.0
@@ -58,27 +63,35 @@ def chunk_times(b: int, n: int, forcing: str, generator: torch.Generator,
 def flow_matching_loss(model, latents: torch.Tensor, *, chunk_frames: int,
                        generator: torch.Generator, forcing: str = "diffusion",
                        schedule: str = "logit_normal", text_dropout: float = 0.0,
-                       actions=None, c2w=None, text=None) -> tuple[torch.Tensor, dict]:
+                       actions=None, c2w=None, text=None, inputs=None,
+                       context_noise: float = 0.0, observe=None) -> tuple[torch.Tensor, dict]:
     """Rectified-flow velocity loss on latents (b, t, c, h, w); returns (loss, logs).
 
     Conditions are passed through to the model: actions (b, t, a), c2w (b, t, 4, 4),
     text (b, n, k, e). Each chunk's caption is dropped with probability `text_dropout`
     (`text_drop` (b, n)), which is what classifier-free guidance needs at sampling time.
+    `inputs` (b, t, c, h, w), default `latents`, is what gets noised and shown (a corrupted
+    or self-generated context, `anti_drift`); the targets stay `latents`. `observe(err, t)`
+    sees the last chunk's clean-prediction error (b, f, c, h, w) at its flow time (b,).
     """
     b, t_len = latents.shape[:2]
     if latents.dim() != 5 or t_len % chunk_frames:
         raise ValueError(f"latents must be (b, t, c, h, w) with t a multiple of chunk_frames "
                          f"({chunk_frames}), got {tuple(latents.shape)}")
     n, dev = t_len // chunk_frames, latents.device
-    t, mask = chunk_times(b, n, forcing, generator, schedule)  # (b, n) each, on the CPU
+    t, mask = chunk_times(b, n, forcing, generator, schedule, context_noise)  # (b, n) each
     t, mask = t.to(dev), mask.to(dev)
     noise = torch.randn(latents.shape, generator=generator).to(dev, latents.dtype)
     t_frames = t.repeat_interleave(chunk_frames, dim=1).to(latents.dtype)  # (b, t)
     tf = t_frames[:, :, None, None, None]
-    x_t = (1 - tf) * latents + tf * noise  # (b, t, c, h, w)
+    x_t = (1 - tf) * (latents if inputs is None else inputs) + tf * noise  # (b, t, c, h, w)
     text_drop = (torch.rand(b, n, generator=generator) < text_dropout).to(dev)
     v = model(x_t, t, actions=actions, c2w=c2w, text=text, text_drop=text_drop)
     v = getattr(v, "sample", v)  # (b, t, c, h, w)
+    if observe is not None:
+        last = slice(t_len - chunk_frames, t_len)
+        x0 = x_t[:, last] - tf[:, last] * v[:, last]  # the clean prediction
+        observe((x0 - latents[:, last]).detach().float(), t[:, -1])
     err = (v.float() - (noise - latents).float()).pow(2)
     per_chunk = err.unflatten(1, (n, chunk_frames)).flatten(2).mean(-1)  # (b, n)
     loss = (per_chunk * mask).sum() / mask.sum()
@@ -93,6 +106,7 @@ def world_model_loss(cfg: TrainConfig, chunk_frames: int, captions: CaptionTable
     vocabulary is embedded once, on first use, and looked up on the batch's device.
     `captions=None` trains without text."""
     embedded: dict[torch.device, torch.Tensor] = {}  # device -> (u, 3, e)
+    bank = ErrorBank() if cfg.context_corruption == "bank" else None
 
     def text_of(batch: dict, device: torch.device) -> torch.Tensor | None:
         if captions is None:
@@ -109,10 +123,17 @@ def world_model_loss(cfg: TrainConfig, chunk_frames: int, captions: CaptionTable
     def loss_fn(model, batch: dict, generator: torch.Generator):
         lat = batch["latents"].float()  # (b, t, c, h, w)
         text = text_of(batch, lat.device)
-        return flow_matching_loss(
+        actions, c2w = batch["actions"].float(), batch["c2w"].float()
+        inputs = context_inputs(unwrapped(model), lat, cfg, chunk_frames, generator, bank,
+                                actions, c2w, text)
+        loss, logs = flow_matching_loss(
             model, lat, chunk_frames=chunk_frames, generator=generator, forcing=cfg.forcing,
-            schedule=cfg.time_schedule, text_dropout=cfg.text_dropout,
-            actions=batch["actions"].float(), c2w=batch["c2w"].float(), text=text)
+            schedule=cfg.time_schedule, text_dropout=cfg.text_dropout, actions=actions,
+            c2w=c2w, text=text, inputs=inputs, context_noise=cfg.context_noise,
+            observe=None if bank is None else bank.record)
+        if bank is not None:
+            logs["bank_errors"] = len(bank)
+        return loss, logs
     return loss_fn
 
 

@@ -1,0 +1,125 @@
+"""The long-horizon protocol on a tiny world whose right answer is known: an oracle that
+lands on the true latents makes open loop, drift-free and the autoencoder one stream; an
+oracle that repeats the last context latent freezes (motion 0) and scores repeat-last.
+
+Frames are a fixed texture one grey level brighter every step, so repeating frame f - 1
+j steps later is off by exactly j levels everywhere: PSNR 20 log10(255 / j)."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+import torch
+
+import worldlab as wl
+from worldlab import camera
+from worldlab.episodes import Episode, PromptSegment, make_meta
+from worldlab.evaluate.long import long_horizon, motion
+from worldlab.model.autoencoder import VideoAutoencoder, frames_to_tensor
+from worldlab.pretrained import World
+
+from oracle_worlds import OracleModel
+
+SIZE, FRAMES = 32, 80  # frames 33-64 early, 65-80 late
+
+
+def textured_walk(seed: int, frames: int = FRAMES) -> Episode:
+    texture = np.random.default_rng(seed).integers(40, 120, (SIZE, SIZE, 1))
+    rgb = np.stack([np.repeat(texture + k, 3, axis=2) for k in range(frames)]).astype(np.uint8)
+    traj = camera.straight(frames - 1, 0.1)
+    actions = np.concatenate([np.zeros((1, camera.ACTION_WIDTH), np.float32),
+                              camera.actions_to_array(traj.actions)])
+    K = camera.intrinsics_from_fov(SIZE, SIZE, 90.0)
+    return Episode(rgb=rgb, depth=np.full((frames, SIZE, SIZE), 3.0, np.float32),
+                   c2w=traj.c2w, K=np.repeat(K[None], frames, 0), actions=actions,
+                   prompts=[PromptSegment(0, "a grey room", "a player", "")],
+                   meta=make_meta("synthetic", 10.0, seed=seed)).validate()
+
+
+@pytest.fixture(scope="module")
+def walks():
+    torch.manual_seed(0)
+    cfg = wl.make_config("tiny", data__engine="procedural", data__size=SIZE)
+    ae = VideoAutoencoder.from_config_dataclass(cfg.autoencoder).eval()
+    episodes = [textured_walk(s) for s in range(2)]
+    latents = [ae.encode(frames_to_tensor(ep.rgb)[None])[0] for ep in episodes]
+
+    def world(mode):
+        return World(ae, OracleModel(latents, cfg.model.chunk_frames, mode), cfg,
+                     torch.device("cpu"))
+    return world, episodes
+
+
+def test_the_truth_is_drift_free_and_scores_the_autoencoder(walks):
+    world, episodes = walks
+    ticks = []
+    r = long_horizon(world("truth"), episodes, progress=ticks.append)
+    f = world("truth").chunk_frames
+    assert sum(ticks) == 2 * (FRAMES // f - 1) and r["walks"] == 2 and r["frames"] == FRAMES
+    assert r["window_early"] == [33, 64] and r["window_late"] == [65, 80]
+    for w in ("early", "late"):
+        assert r[f"psnr_{w}"] == pytest.approx(r[f"psnr_drift_free_{w}"], abs=0.05)
+        assert r[f"psnr_{w}"] == pytest.approx(r[f"psnr_ae_{w}"], abs=0.05)
+        assert r[f"sharpness_ratio_vs_ae_{w}"] == pytest.approx(1.0, abs=0.02)
+        assert r[f"sharpness_ratio_vs_drift_free_{w}"] == pytest.approx(1.0, abs=0.02)
+        assert r[f"motion_ratio_vs_ae_{w}"] == pytest.approx(1.0, abs=0.05)
+    # repeat-last: frame f - 1 shown at frame k is off by k - (f - 1) grey levels
+    late = np.arange(65, 81) - 1 - (f - 1)
+    assert r["psnr_repeat_late"] == pytest.approx(np.mean(20 * np.log10(255 / late)), abs=1e-3)
+    curves = r["curves"]
+    assert len(curves["frame"]) == len(curves["psnr_open_loop"]) == FRAMES // 10
+    json.dumps(r)  # every number is plain JSON
+
+
+def test_a_frozen_world_shows_no_motion(walks):
+    world, episodes = walks
+    r = long_horizon(world("repeat"), episodes)
+    assert r["motion_ratio_vs_ae_late"] < 0.05  # it never moves again
+    assert r["psnr_late"] < r["psnr_drift_free_late"] + 1.0
+
+
+def test_motion_and_bad_walks(walks):
+    frames = np.zeros((3, 4, 4, 3), np.uint8)
+    frames[2] = 10
+    np.testing.assert_allclose(motion(frames), [0.0, 0.0, 10.0])
+    world, episodes = walks
+    with pytest.raises(ValueError, match="longer than 64 frames"):
+        long_horizon(world("truth"), [textured_walk(0, 64)])
+    with pytest.raises(ValueError, match="walks of one length"):
+        long_horizon(world("truth"), [textured_walk(0), textured_walk(1, 72)])
+
+
+def test_cli_fine_tunes_a_method_then_scores_worlds_on_the_same_walks(tmp_path):
+    """`train long-horizon` fine-tunes a world with one switch; `eval --suite long` scores
+    several worlds on the same walks: the same world twice scores the same."""
+    from worldlab.cli import main
+
+    from synthetic_episodes import synthetic_store
+    from test_play import make_tiny_world
+
+    start = make_tiny_world(tmp_path / "start")
+    store = synthetic_store(tmp_path / "store", episodes=2, t=16, size=32)
+    run = tmp_path / "run"
+    assert main(["train", "long-horizon", "--start", str(start), "--method", "error_bank",
+                 "--data", str(store.root), "--steps", "2", "--batch-size", "2",
+                 "--device", "cpu", "--out", str(run)]) == 0
+    assert main(["train", "package", "--autoencoder", str(start / "autoencoder"),
+                 "--world", str(run), "--out", str(tmp_path / "bank")]) == 0
+    bank = wl.pretrained.load_world(tmp_path / "bank", device="cpu")
+    assert bank.config.train.context_corruption == "bank"
+    assert bank.config.train.forcing == "teacher" and bank.config.train.steps == 2
+
+    out = tmp_path / "eval"
+    assert main(["eval", "--suite", "long", "--model", f"a={start}", "--model",
+                 f"b={start}", "--model", f"bank={tmp_path / 'bank'}", "--engine",
+                 "procedural", "--episodes", "1", "--frames", "72", "--steps", "1",
+                 "--device", "cpu", "--threads", "1", "--out", str(out)]) == 0
+    r = json.loads((out / "long.json").read_text())
+    a, b = r["methods"]["a"], r["methods"]["b"]
+    assert a["psnr_late"] == b["psnr_late"] and a["sampling_steps"] == 1
+    assert r["methods"]["bank"]["training"]["context_corruption"] == "bank"
+    assert r["episodes"]["frames"] == 72 and r["episodes"]["start"] == "random"
+    with pytest.raises(SystemExit, match="NAME=DIR"):
+        main(["eval", "--suite", "long", "--model", "nameless"])

@@ -1,0 +1,152 @@
+"""The long-horizon protocol (`python -m worldlab eval --suite long`): a minute of open-loop
+play against the engine, with references that isolate drift.
+
+Each held-out walk (random starts over the level, the player invulnerable, the engine
+replaying the actions) is generated four ways, frame for frame:
+
+    open loop    the first chunk from the engine, every later chunk from the model's own
+                 previous chunks: what a player sees
+    drift-free   each chunk generated from the engine's own previous chunks (teacher
+                 forced all along) with the same noise: the same model without drift, so
+                 open loop minus drift-free is the drift alone, not what the world never saw
+    autoencoder  the engine's frames through the world's autoencoder: the ceiling
+    repeat-last  the context's last frame, forever
+
+Per frame: PSNR against the engine, sharpness (variance of the Laplacian of the grey frame)
+and motion (mean absolute difference from the previous frame, 0-255). Windows: frames
+33-64 (`early`) and the last 100 frames (`late`; 900-999 of a 1,000-frame walk). Ratios are
+of means over the window's frames of all walks; motion catches the freezing anti-drift
+training is known to cause, colour distance the palette drift.
+
+Shape legend: T frames of a walk, n chunks, f frames per chunk, h w frame size.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+from ..metrics import colour_distance, frame_psnr, sharpness
+from ..model.sampler import append_generated, chunk_conditions, sample_chunk
+from ..pretrained import World
+
+EARLY = (32, 64)  # frames 33-64, 1-based, as the quick suite's horizon ends
+LATE_FRAMES = 100  # the last 100 frames of a walk
+CURVE_STRIDE = 10  # frames per point of the stored curves
+STREAMS = ("open_loop", "drift_free", "autoencoder", "repeat")
+
+
+@torch.no_grad()
+def generate_walk(world: World, episode, seed: int = 0, progress=None) -> dict:
+    """The four streams of one walk, uint8 (T, h, w, 3) each, plus the engine's frames.
+
+    Both model streams stream chunk by chunk with their own KV cache and draw the same
+    noise per chunk; the world's sampling settings (steps, solver, guidance, context
+    noise) apply to both."""
+    f, cfg, dev = world.chunk_frames, world.config.sample, world.device
+    T = len(episode) // f * f
+    rgb = episode.rgb[:T]
+    truth = world.encode(rgb)  # (1, T, c, h', w')
+    actions = torch.as_tensor(episode.actions[:T], dtype=torch.float32, device=dev)[None]
+    c2w = torch.as_tensor(episode.c2w[:T], dtype=torch.float32, device=dev)[None]
+    captions = world.embed([episode.caption_at(k * f).caption() for k in range(T // f)])
+    noise_gen = torch.Generator().manual_seed(seed)
+    context_gen = torch.Generator().manual_seed(seed + 1)
+    model = world.model
+    caches = {"open_loop": model.new_cache(1), "drift_free": model.new_cache(1)}
+    frames = {"open_loop": [rgb[:f]], "drift_free": [rgb[:f]],
+              "autoencoder": [world.decode(truth[:, :f])]}
+    for cache in caches.values():
+        model.append_chunk(truth[:, :f], cache, defer=True,
+                           **chunk_conditions(0, f, actions, c2w, captions))
+    for j in range(1, T // f):
+        cond = chunk_conditions(j, f, actions, c2w, captions)
+        noise = torch.randn((1, f, *truth.shape[2:]), generator=noise_gen).to(dev)
+        for name, cache in caches.items():
+            x = sample_chunk(model, cache, noise, cfg.steps, cfg.solver, cfg.guidance, **cond)
+            frames[name].append(world.decode(x))
+            if name == "open_loop":
+                append_generated(model, cache, x, cfg.context_noise, context_gen, **cond)
+            else:
+                model.append_chunk(truth[:, j * f:(j + 1) * f], cache, defer=True, **cond)
+        frames["autoencoder"].append(world.decode(truth[:, j * f:(j + 1) * f]))
+        if progress is not None:
+            progress(1)
+    out = {name: np.concatenate(v) for name, v in frames.items()}
+    out["repeat"] = np.broadcast_to(rgb[f - 1], rgb.shape)
+    out["engine"] = rgb
+    return out
+
+
+def motion(frames: np.ndarray) -> np.ndarray:
+    """Mean absolute difference (0-255) of each frame from the previous one: (T,), the
+    first frame 0."""
+    x = frames.astype(np.float32)
+    return np.concatenate([[0.0], np.abs(x[1:] - x[:-1]).mean(axis=(1, 2, 3))])
+
+
+def walk_scores(walk: dict) -> dict:
+    """Per-frame arrays (T,) of one walk: psnr_<stream>, sharpness_<stream or engine>,
+    motion_<stream or engine>."""
+    out = {}
+    for name in STREAMS:
+        out[f"psnr_{name}"] = frame_psnr(walk[name], walk["engine"])
+    for name in (*STREAMS[:3], "engine"):
+        out[f"sharpness_{name}"] = sharpness(walk[name])
+        out[f"motion_{name}"] = motion(walk[name])
+    return out
+
+
+def _window(T: int, which: str) -> slice:
+    if which == "early":
+        return slice(*EARLY)
+    return slice(max(T - LATE_FRAMES, EARLY[1]), T)
+
+
+def summarise(walks: list[dict], scores: list[dict]) -> dict:
+    """The window scores (keys like `psnr_late`) and the curves (means over walks, one point
+    per CURVE_STRIDE frames) of walks of equal length."""
+    T = len(walks[0]["engine"])
+    mean = {k: np.mean([s[k] for s in scores], axis=0) for k in scores[0]}  # (T,) each
+    result = {}
+    for which in ("early", "late"):
+        w = _window(T, which)
+        m = {k: float(v[w].mean()) for k, v in mean.items()}
+        pooled = {name: np.concatenate([walk[name][w] for walk in walks])
+                  for name in (*STREAMS[:2], "engine")}
+        result.update({
+            f"psnr_{which}": m["psnr_open_loop"],
+            f"psnr_drift_free_{which}": m["psnr_drift_free"],
+            f"psnr_repeat_{which}": m["psnr_repeat"],
+            f"psnr_ae_{which}": m["psnr_autoencoder"],
+            f"sharpness_ratio_vs_drift_free_{which}":
+                m["sharpness_open_loop"] / m["sharpness_drift_free"],
+            f"sharpness_ratio_vs_ae_{which}":
+                m["sharpness_open_loop"] / m["sharpness_autoencoder"],
+            f"motion_ratio_vs_ae_{which}": m["motion_open_loop"] / m["motion_autoencoder"],
+            f"colour_distance_{which}": colour_distance(pooled["open_loop"], pooled["engine"]),
+            f"colour_distance_drift_free_{which}":
+                colour_distance(pooled["drift_free"], pooled["engine"]),
+            f"window_{which}": [w.start + 1, w.stop],  # 1-based, inclusive
+        })
+    n = T // CURVE_STRIDE * CURVE_STRIDE
+    result["curves"] = {
+        "frame": list(range(CURVE_STRIDE // 2 + 1, n + 1, CURVE_STRIDE)),
+        **{k: np.round(v[:n].reshape(-1, CURVE_STRIDE).mean(1), 3).tolist()
+           for k, v in mean.items()}}
+    return result
+
+
+def long_horizon(world: World, episodes, seed: int = 0, progress=None) -> dict:
+    """The protocol on held-out walks `episodes` of equal length: window scores, curves and
+    per-walk late PSNRs."""
+    lengths = {len(ep) // world.chunk_frames for ep in episodes}
+    if len(lengths) != 1 or min(lengths) * world.chunk_frames <= EARLY[1]:
+        raise ValueError(f"long_horizon needs walks of one length, longer than {EARLY[1]} "
+                         f"frames; got {sorted(len(ep) for ep in episodes)}")
+    walks = [generate_walk(world, ep, seed + 2 * k, progress) for k, ep in enumerate(episodes)]
+    scores = [walk_scores(w) for w in walks]
+    late = _window(len(walks[0]["engine"]), "late")
+    return {**summarise(walks, scores), "walks": len(walks),
+            "frames": len(walks[0]["engine"]),
+            "psnr_late_per_walk": [float(s["psnr_open_loop"][late].mean()) for s in scores]}
