@@ -11,6 +11,7 @@
 #   bash scripts/train_long_horizon.sh package               # every finished run
 #   bash scripts/train_long_horizon.sh validate [NAME...]    # 1 validation walk
 #   bash scripts/train_long_horizon.sh report [NAME...]      # the 2 reported walks
+#   bash scripts/train_long_horizon.sh quick NAME            # its next-chunk cost (quick suite)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${PY:-.venv/bin/python}
@@ -60,6 +61,10 @@ case "${1:-}" in
   package) package ;;
   validate) shift; mapfile -t n < <(names "$@"); score "$RUN/validate" "$VALIDATION_SEED" 1 "${n[@]}" ;;
   report) shift; mapfile -t n < <(names "$@"); score "$RUN/report" 1000000 2 "${n[@]}" ;;
-  *) echo "usage: $0 train METHOD [SEED] | package | validate [NAME...] | report [NAME...]" >&2
+  quick) OMP_NUM_THREADS=${THREADS:-2} $PY -m worldlab eval --suite quick \
+      --checkpoint "$RUN/worlds/$2" --steps "$SAMPLE_STEPS" --threads "${THREADS:-2}" \
+      --device cpu --runtime-chunks 6 --out "$RUN/quick/$2" ;;
+  *) echo "usage: $0 train METHOD [SEED] | package | validate [NAME...] | report [NAME...]" \
+       "| quick NAME" >&2
      exit 2 ;;
 esac

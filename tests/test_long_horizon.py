@@ -123,3 +123,15 @@ def test_cli_fine_tunes_a_method_then_scores_worlds_on_the_same_walks(tmp_path):
     assert r["episodes"]["frames"] == 72 and r["episodes"]["start"] == "random"
     with pytest.raises(SystemExit, match="NAME=DIR"):
         main(["eval", "--suite", "long", "--model", "nameless"])
+
+
+def test_seeds_pool_per_method():
+    from worldlab.evaluate.long import SEED_KEYS, combine_seeds
+
+    def scores(v):
+        return {k: v for k in SEED_KEYS}
+    pooled = combine_seeds({"a": scores(1.0), "a_seed1": scores(2.0), "a_seed2": scores(6.0),
+                            "b": scores(5.0)})
+    assert list(pooled) == ["a"] and pooled["a"]["seeds"] == 3  # b has one seed
+    assert pooled["a"]["psnr_late"] == {"mean": 3.0, "std": pytest.approx(2.6458, abs=1e-4),
+                                        "min": 1.0, "max": 6.0}

@@ -21,7 +21,7 @@ from ..paths import RUNS
 from ..loading import load_module
 from ..model.autoencoder import VideoAutoencoder
 from ..pretrained import DEFAULT_WORLD, load_world, resolve_checkpoint
-from .long import long_horizon
+from .long import combine_seeds, long_horizon
 from .protocols import HELDOUT_SEED, autoencoder_scores, heldout_episodes, quick_suite
 from .report import print_long, print_quick, print_table
 
@@ -60,7 +60,8 @@ def _long(args) -> tuple[dict, list, str]:
             "checkpoint": str(path), "sampling_steps": world.config.sample.steps,
             "sample_context_noise": world.config.sample.context_noise,
             "training": {k: getattr(tc, k) for k in ANTI_DRIFT_FIELDS}, **scores}
-    print_long(result["methods"])
+    result["seeds"] = combine_seeds(result["methods"])
+    print_long(result["methods"], result["seeds"])
     return result, episodes, engine
 
 
@@ -90,6 +91,7 @@ def _quick(args, world) -> tuple[dict, list]:
     result = quick_suite(world, episodes, args.horizon, args.starts, args.runtime_chunks,
                          progress=lambda name: (bar.set_postfix_str(name), bar.update()))
     bar.close()
+    result["sampling_steps"] = world.config.sample.steps
     print_quick(result)
     return result, episodes
 

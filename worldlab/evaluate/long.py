@@ -150,3 +150,28 @@ def long_horizon(world: World, episodes, seed: int = 0, progress=None) -> dict:
     return {**summarise(walks, scores), "walks": len(walks),
             "frames": len(walks[0]["engine"]),
             "psnr_late_per_walk": [float(s["psnr_open_loop"][late].mean()) for s in scores]}
+
+
+SEED_SUFFIX = "_seed"  # a method trained with another seed: "<method>_seed<k>"
+SEED_KEYS = ("psnr_late", "psnr_drift_free_late", "sharpness_ratio_vs_drift_free_late",
+             "sharpness_ratio_vs_ae_late", "motion_ratio_vs_ae_late", "psnr_early")
+
+
+def combine_seeds(methods: dict) -> dict:
+    """Methods scored under several training seeds ("x", "x_seed1", ...) pooled per method:
+    {method: {key: {"mean", "std", "min", "max"}, "seeds": n}} for the keys of SEED_KEYS,
+    only for methods with at least two seeds. std is the sample standard deviation over
+    seeds (ddof 1); min and max bound what the seeds gave."""
+    groups: dict[str, list[dict]] = {}
+    for name, scores in methods.items():
+        groups.setdefault(name.split(SEED_SUFFIX)[0], []).append(scores)
+    out = {}
+    for method, runs in groups.items():
+        if len(runs) < 2:
+            continue
+        out[method] = {"seeds": len(runs)}
+        for key in SEED_KEYS:
+            v = np.array([r[key] for r in runs], np.float64)
+            out[method][key] = {"mean": float(v.mean()), "std": float(v.std(ddof=1)),
+                                "min": float(v.min()), "max": float(v.max())}
+    return out

@@ -72,10 +72,16 @@ LONG_COLUMNS = {"psnr": "psnr", "drift-free": "psnr_drift_free", "repeat": "psnr
                 "colour": "colour_distance"}
 
 
-def print_long(methods: dict) -> None:
-    """The long-horizon table: one row per method and window (early, late)."""
+def print_long(methods: dict, seeds: dict | None = None) -> None:
+    """The long-horizon table: one row per method and window (early, late); then, for
+    methods trained with several seeds (`long.combine_seeds`), mean +- std over seeds."""
     rows = [{"method": name, "window": "-".join(map(str, r[f"window_{w}"])),
              **{col: r[f"{key}_{w}"] for col, key in LONG_COLUMNS.items()}}
             for name, r in methods.items() for w in ("early", "late")]
     print_table(rows, "long horizon: open loop against the engine (PSNR dB; ratios of "
                       "means; colour = histogram distance)")
+    if seeds:
+        print_table([{"method": f"{name} ({s['seeds']} seeds)",
+                      **{k: f"{v['mean']:.3g} +- {v['std']:.2g}" for k, v in s.items()
+                         if k != "seeds"}} for name, s in seeds.items()],
+                    "over training seeds: mean +- std")
