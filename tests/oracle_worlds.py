@@ -1,13 +1,30 @@
 """A stand-in for the WorldModel that answers with the truth, for protocol tests whose
-right answer is then known exactly (tests/test_evaluate.py, tests/test_long_horizon.py)."""
+right answer is then known exactly (tests/test_evaluate.py, tests/test_long_horizon.py), and
+the synthetic walks they score."""
 
 from __future__ import annotations
 
 from types import SimpleNamespace
 
+import numpy as np
 import torch
 
 from worldlab import camera
+from worldlab.episodes import Episode, PromptSegment, make_meta
+
+
+def straight_walk(rgb: np.ndarray, seed: int, stride: float) -> Episode:
+    """An episode of the frames rgb (t, h, w, 3) uint8 walking straight ahead `stride`
+    metres a step, flat depth 3 m, one caption."""
+    t, h, w = rgb.shape[:3]
+    traj = camera.straight(t - 1, stride)
+    actions = np.concatenate([np.zeros((1, camera.ACTION_WIDTH), np.float32),
+                              camera.actions_to_array(traj.actions)])
+    K = camera.intrinsics_from_fov(w, h, 90.0)
+    return Episode(rgb=rgb, depth=np.full((t, h, w), 3.0, np.float32), c2w=traj.c2w,
+                   K=np.repeat(K[None], t, 0), actions=actions,
+                   prompts=[PromptSegment(0, "a grey room", "a player", "")],
+                   meta=make_meta("synthetic", 10.0, seed=seed)).validate()
 
 
 class OracleModel(torch.nn.Module):

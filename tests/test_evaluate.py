@@ -17,30 +17,23 @@ import torch
 
 import worldlab as wl
 from worldlab import camera
-from worldlab.episodes import Episode, PromptSegment, make_meta
+from worldlab.episodes import Episode
 from worldlab.evaluate import drift, mirror_controls, next_chunk, quick_suite, runtime
 from worldlab.metrics import frame_psnr
 from worldlab.model.autoencoder import VideoAutoencoder, frames_to_tensor
 from worldlab.model.dit import WorldModel
 from worldlab.pretrained import World
 
-from oracle_worlds import OracleModel
+from oracle_worlds import OracleModel, straight_walk
 
 SIZE, FRAMES, STEP, HORIZON = 32, 24, 3, 8
 
 
 def grey_episode(seed: int) -> Episode:
-    """Flat frames 60 + seed + k STEP at step k, walking straight ahead and turning."""
-    t = FRAMES
-    rgb = np.stack([np.full((SIZE, SIZE, 3), 60 + seed + k * STEP, np.uint8) for k in range(t)])
-    traj = camera.straight(t - 1, 0.2)
-    actions = np.concatenate([np.zeros((1, camera.ACTION_WIDTH), np.float32),
-                              camera.actions_to_array(traj.actions)])
-    K = camera.intrinsics_from_fov(SIZE, SIZE, 90.0)
-    return Episode(rgb=rgb, depth=np.full((t, SIZE, SIZE), 3.0, np.float32), c2w=traj.c2w,
-                   K=np.repeat(K[None], t, 0), actions=actions,
-                   prompts=[PromptSegment(0, "a grey room", "a player", "")],
-                   meta=make_meta("synthetic", 10.0, seed=seed)).validate()
+    """Flat frames 60 + seed + k STEP at step k, walking straight ahead."""
+    rgb = np.stack([np.full((SIZE, SIZE, 3), 60 + seed + k * STEP, np.uint8)
+                    for k in range(FRAMES)])
+    return straight_walk(rgb, seed, 0.2)
 
 
 @pytest.fixture(scope="module")

@@ -14,13 +14,12 @@ import pytest
 import torch
 
 import worldlab as wl
-from worldlab import camera
-from worldlab.episodes import Episode, PromptSegment, make_meta
+from worldlab.episodes import Episode
 from worldlab.evaluate.long import long_horizon, motion
 from worldlab.model.autoencoder import VideoAutoencoder, frames_to_tensor
 from worldlab.pretrained import World
 
-from oracle_worlds import OracleModel
+from oracle_worlds import OracleModel, straight_walk
 
 SIZE, FRAMES = 32, 80  # frames 33-64 early, 65-80 late
 
@@ -28,14 +27,7 @@ SIZE, FRAMES = 32, 80  # frames 33-64 early, 65-80 late
 def textured_walk(seed: int, frames: int = FRAMES) -> Episode:
     texture = np.random.default_rng(seed).integers(40, 120, (SIZE, SIZE, 1))
     rgb = np.stack([np.repeat(texture + k, 3, axis=2) for k in range(frames)]).astype(np.uint8)
-    traj = camera.straight(frames - 1, 0.1)
-    actions = np.concatenate([np.zeros((1, camera.ACTION_WIDTH), np.float32),
-                              camera.actions_to_array(traj.actions)])
-    K = camera.intrinsics_from_fov(SIZE, SIZE, 90.0)
-    return Episode(rgb=rgb, depth=np.full((frames, SIZE, SIZE), 3.0, np.float32),
-                   c2w=traj.c2w, K=np.repeat(K[None], frames, 0), actions=actions,
-                   prompts=[PromptSegment(0, "a grey room", "a player", "")],
-                   meta=make_meta("synthetic", 10.0, seed=seed)).validate()
+    return straight_walk(rgb, seed, 0.1)
 
 
 @pytest.fixture(scope="module")
