@@ -63,9 +63,9 @@ def main(argv=None) -> int:
     keep = ("psnr_late", "psnr_drift_free_late", "psnr_repeat_late",
             "sharpness_ratio_vs_drift_free_late", "sharpness_ratio_vs_ae_late",
             "motion_ratio_vs_ae_late", "colour_distance_late")
-    quick = {p.parent.name: {k: json.loads(p.read_text())[k] for k in
-                             ("next_chunk_psnr", "rollout_psnr_mean", "sampling_steps")}
-             for p in args.quick}
+    quick = {p.parent.name: json.loads(p.read_text()) for p in args.quick}
+    quick = {name: {k: q[k] for k in ("next_chunk_psnr", "rollout_psnr_mean", "sampling_steps")}
+             for name, q in quick.items()}
     result = {"methods": methods, "seeds": combine_seeds(methods), "episodes": episodes,
               "best": args.best,
               "validation": {"episodes": val_episodes,

@@ -65,3 +65,20 @@ def one_thread():
     torch.set_num_threads(1)
     yield
     torch.set_num_threads(threads)
+
+
+@pytest.fixture(scope="module")
+def world_dir(tmp_path_factory):
+    """An untrained tiny world on disk (`test_play.make_tiny_world`), one per module; a
+    module with other needs defines its own."""
+    from test_play import make_tiny_world
+
+    return make_tiny_world(tmp_path_factory.mktemp("tiny_world"))
+
+
+@pytest.fixture(scope="module")
+def world(world_dir):
+    """That world loaded on the CPU, shared by the module's tests (its text cache too)."""
+    from worldlab.pretrained import load_world
+
+    return load_world(world_dir, device="cpu")

@@ -61,3 +61,16 @@ class OracleModel(torch.nn.Module):
         target = self.truth[episode][k:k + f][None] if self.mode == "truth" else \
             cache.last.expand_as(x)
         return (x - target) / t[:, None, None, None, None]
+
+
+def tiny_autoencoder(episodes: list[Episode], size: int):
+    """(config, autoencoder, latents per episode): the tiny preset's untrained autoencoder
+    (seed 0) at frame side `size` and each episode's latents (t, c, h', w'), as a World
+    encodes them."""
+    import worldlab as wl
+    from worldlab.model.autoencoder import VideoAutoencoder, frames_to_tensor
+
+    torch.manual_seed(0)
+    cfg = wl.make_config("tiny", data__engine="procedural", data__size=size)
+    ae = VideoAutoencoder.from_config_dataclass(cfg.autoencoder).eval()
+    return cfg, ae, [ae.encode(frames_to_tensor(ep.rgb)[None])[0] for ep in episodes]

@@ -20,11 +20,11 @@ from worldlab import camera
 from worldlab.episodes import Episode
 from worldlab.evaluate import drift, mirror_controls, next_chunk, quick_suite, runtime
 from worldlab.metrics import frame_psnr
-from worldlab.model.autoencoder import VideoAutoencoder, frames_to_tensor
+from worldlab.model.autoencoder import frames_to_tensor
 from worldlab.model.dit import WorldModel
 from worldlab.pretrained import World
 
-from oracle_worlds import OracleModel, straight_walk
+from oracle_worlds import OracleModel, straight_walk, tiny_autoencoder
 
 SIZE, FRAMES, STEP, HORIZON = 32, 24, 3, 8
 
@@ -38,11 +38,8 @@ def grey_episode(seed: int) -> Episode:
 
 @pytest.fixture(scope="module")
 def setup():
-    torch.manual_seed(0)
-    cfg = wl.make_config("tiny", data__engine="procedural", data__size=SIZE)
-    ae = VideoAutoencoder.from_config_dataclass(cfg.autoencoder).eval()
     episodes = [grey_episode(s) for s in range(2)]
-    latents = [ae.encode(frames_to_tensor(ep.rgb)[None])[0] for ep in episodes]  # as World
+    cfg, ae, latents = tiny_autoencoder(episodes, SIZE)
     return cfg, ae, episodes, latents
 
 

@@ -11,7 +11,6 @@ import numpy as np
 import pytest
 import torch
 from synthetic_episodes import synthetic_store
-from test_play import make_tiny_world
 
 import worldlab as wl
 from worldlab.episodes import LatentCache
@@ -22,11 +21,6 @@ from worldlab.pretrained import load_world, package_world
 from worldlab.train import decoder_train_config, distill_decoder
 
 pytestmark = pytest.mark.usefixtures("one_thread")  # tests/conftest.py
-
-
-@pytest.fixture(scope="module")
-def world_dir(tmp_path_factory):
-    return make_tiny_world(tmp_path_factory.mktemp("tiny_world"))
 
 
 @pytest.fixture(scope="module")

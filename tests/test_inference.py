@@ -15,19 +15,8 @@ from worldlab.evaluate.protocols import still_conditions
 from worldlab.model.inference import autocast_trunk, check_switches
 from worldlab.pretrained import load_world
 
-from test_play import make_tiny_world
 
 pytestmark = pytest.mark.usefixtures("one_thread")  # tests/conftest.py
-
-
-@pytest.fixture(scope="module")
-def world_dir(tmp_path_factory):
-    return make_tiny_world(tmp_path_factory.mktemp("tiny_world"))
-
-
-@pytest.fixture(scope="module")
-def world(world_dir):
-    return load_world(world_dir, device="cpu")
 
 
 def velocity(world, seed: int = 0) -> torch.Tensor:

@@ -16,10 +16,9 @@ import torch
 import worldlab as wl
 from worldlab.episodes import Episode
 from worldlab.evaluate.long import long_horizon, motion
-from worldlab.model.autoencoder import VideoAutoencoder, frames_to_tensor
 from worldlab.pretrained import World
 
-from oracle_worlds import OracleModel, straight_walk
+from oracle_worlds import OracleModel, straight_walk, tiny_autoencoder
 
 SIZE, FRAMES = 32, 80  # frames 33-64 early, 65-80 late
 
@@ -32,11 +31,8 @@ def textured_walk(seed: int, frames: int = FRAMES) -> Episode:
 
 @pytest.fixture(scope="module")
 def walks():
-    torch.manual_seed(0)
-    cfg = wl.make_config("tiny", data__engine="procedural", data__size=SIZE)
-    ae = VideoAutoencoder.from_config_dataclass(cfg.autoencoder).eval()
     episodes = [textured_walk(s) for s in range(2)]
-    latents = [ae.encode(frames_to_tensor(ep.rgb)[None])[0] for ep in episodes]
+    cfg, ae, latents = tiny_autoencoder(episodes, SIZE)
 
     def world(mode):
         return World(ae, OracleModel(latents, cfg.model.chunk_frames, mode), cfg,

@@ -15,7 +15,6 @@ from worldlab.camera import Action
 from worldlab.model.autoencoder import VideoAutoencoder
 from worldlab.model.dit import WorldModel
 from worldlab.play import WorldSession
-from worldlab.pretrained import load_world
 
 WALK = [Action(forward=0.2, yaw=4.0), Action(right=0.1), Action(yaw=-6.0, pitch=2.0),
         Action(forward=0.25, buttons={"jump"})]
@@ -40,16 +39,6 @@ def make_tiny_world(path, seed: int = 0):
 
 
 pytestmark = pytest.mark.usefixtures("one_thread")  # tests/conftest.py
-
-
-@pytest.fixture(scope="module")
-def world_dir(tmp_path_factory):
-    return make_tiny_world(tmp_path_factory.mktemp("tiny_world"))
-
-
-@pytest.fixture(scope="module")
-def world(world_dir):
-    return load_world(world_dir, device="cpu")  # shared: its text-embedding cache too
 
 
 def session(world, policy="hold", twin=True, seed=0) -> WorldSession:

@@ -23,12 +23,7 @@ from worldlab.camera import Action
 from worldlab.play import NotebookGame, WorldSession, saved
 from worldlab.pretrained import load_world
 
-from test_play import WALK, assert_same_state, make_tiny_world
-
-
-@pytest.fixture(scope="module")
-def world_dir(tmp_path_factory):
-    return make_tiny_world(tmp_path_factory.mktemp("tiny_world"))
+from test_play import WALK, assert_same_state
 
 
 @pytest.fixture(scope="module")

@@ -29,6 +29,7 @@ import torch
 from ..metrics import colour_distance, frame_psnr, sharpness
 from ..model.sampler import append_generated, chunk_conditions, sample_chunk
 from ..pretrained import World
+from .protocols import episode_conditions
 
 EARLY = (32, 64)  # frames 33-64, 1-based, as the quick suite's horizon ends
 LATE_FRAMES = 100  # the last 100 frames of a walk
@@ -47,9 +48,7 @@ def generate_walk(world: World, episode, seed: int = 0, progress=None) -> dict:
     T = len(episode) // f * f
     rgb = episode.rgb[:T]
     truth = world.encode(rgb)  # (1, T, c, h', w')
-    actions = torch.as_tensor(episode.actions[:T], dtype=torch.float32, device=dev)[None]
-    c2w = torch.as_tensor(episode.c2w[:T], dtype=torch.float32, device=dev)[None]
-    captions = world.embed([episode.caption_at(k * f).caption() for k in range(T // f)])
+    actions, c2w, captions = episode_conditions(world, episode, 0, T)
     noise_gen = torch.Generator().manual_seed(seed)
     context_gen = torch.Generator().manual_seed(seed + 1)
     model = world.model
