@@ -12,6 +12,7 @@ import torch
 
 import worldlab as wl
 from worldlab.model import WorldModel, block_causal_mask, relative_pose_features
+from worldlab.model.memory_tokens import MemoryChunks
 
 B, F, C, S = 2, 2, 4, 4  # batch, frames per chunk, latent channels, latent size
 TINY = dict(latent_channels=C, latent_size=S, width=32, depth=2, heads=2, chunk_frames=F,
@@ -53,13 +54,23 @@ def chunk(j: int) -> slice:
 # ----------------------------------------------------------------------------------------
 
 
+def make_memory(k: int = 2, seed: int = 5, valid=None) -> MemoryChunks:
+    """k past chunks per sample at poses off the walk; `valid` (B, k) defaults to all."""
+    g = torch.Generator().manual_seed(seed)
+    c2w = torch.eye(4).repeat(B, k, F, 1, 1)
+    c2w[..., :3, 3] = torch.randn(B, k, F, 3, generator=g)
+    valid = torch.ones(B, k, dtype=torch.bool) if valid is None else valid
+    return MemoryChunks(torch.randn(B, k, F, C, S, S, generator=g), c2w, valid)
+
+
 @pytest.mark.parametrize("n", [2, 3, 6])  # window_chunks=2: 6 chunks run past the window
 @pytest.mark.parametrize("extras", [False, True])
 def test_streaming_matches_full_pass(n, extras):
-    model = make_model(memory_tokens=3, cache_latent=True) if extras else make_model()
+    model = make_model(memory_tokens=2 * F * S * S, cache_latent=True) if extras \
+        else make_model()
     x, actions, c2w, text = make_inputs(n)
     g = torch.Generator().manual_seed(5)
-    memory = torch.randn(B, 3, 32, generator=g) if extras else None
+    memory = make_memory() if extras else None
     cache_lat = torch.randn(B, n * F, C + 1, S, S, generator=g) if extras else None
     tau = 0.63
     t = torch.zeros(B, n)
@@ -71,17 +82,70 @@ def test_streaming_matches_full_pass(n, extras):
         cache = model.new_cache(B)
         for j in range(n):
             kw = dict(actions=actions[:, chunk(j)], c2w=c2w[:, chunk(j)], text=text[:, j],
-                      text_drop=drop[:, j], memory=memory,
+                      text_drop=drop[:, j],
                       cache_latent=None if cache_lat is None else cache_lat[:, chunk(j)])
-            if j < n - 1:
+            if j < n - 1:  # context chunks never read memory
                 model.append_chunk(x[:, chunk(j)], cache, **kw)
             else:
-                v_last = model.forward_chunk(x[:, chunk(j)], torch.full((B,), tau), cache, **kw)
+                v_last = model.forward_chunk(x[:, chunk(j)], torch.full((B,), tau), cache,
+                                             memory=memory, **kw)
     assert v_last.shape == (B, F, C, S, S)
     assert v_full[:, chunk(n - 1)].abs().mean() > 1e-2  # a non-trivial velocity
     torch.testing.assert_close(v_last, v_full[:, chunk(n - 1)], atol=1e-5, rtol=0)
     assert cache.chunks == n - 1
     assert cache.keys[0].shape[2] == min(n - 1, 2) * F * S * S  # bounded by the window
+
+
+@pytest.mark.parametrize("compress", [1, 4])  # F=2, 4x4 tokens: 4 = blocks of 2x2
+def test_memory_is_read_and_matches_when_deferred(compress):
+    """Memory changes the generated chunk (and only it), padding slots change nothing,
+    and a deferred append with memory gives the full pass's numbers."""
+    model = make_model(memory_tokens=2 * F * S * S, memory_compress=compress)
+    n, tau = 4, 0.5
+    x, actions, c2w, text = make_inputs(n)
+    t = torch.zeros(B, n)
+    t[:, -1] = tau
+    mem = make_memory()
+    with torch.no_grad():
+        base = model(x, t, actions=actions, c2w=c2w, text=text)
+        v = model(x, t, actions=actions, c2w=c2w, text=text, memory=mem)
+        assert (v[:, -F:] - base[:, -F:]).abs().mean() > 1e-3  # read by the last chunk
+        torch.testing.assert_close(v[:, :-F], base[:, :-F], atol=1e-6, rtol=0)
+        pad = torch.tensor([[True, False], [False, False]])
+        masked = MemoryChunks(mem.latents[:, :1], mem.c2w[:, :1], pad[:, :1])
+        padded = MemoryChunks(mem.latents, mem.c2w, pad)
+        torch.testing.assert_close(model(x, t, actions=actions, c2w=c2w, text=text,
+                                         memory=padded),
+                                   model(x, t, actions=actions, c2w=c2w, text=text,
+                                         memory=masked), atol=1e-5, rtol=0)
+        # sample 1 has no valid slot: exactly the model without memory
+        empty = model(x, t, actions=actions, c2w=c2w, text=text, memory=masked)
+        torch.testing.assert_close(empty[1], base[1], atol=1e-6, rtol=0)
+        cache = model.new_cache(B)
+        for j in range(n - 1):
+            model.append_chunk(x[:, chunk(j)], cache, defer=True, actions=actions[:, chunk(j)],
+                               c2w=c2w[:, chunk(j)], text=text[:, j])
+        j = n - 1
+        v_stream = model.forward_chunk(x[:, chunk(j)], torch.full((B,), tau), cache,
+                                       actions=actions[:, chunk(j)], c2w=c2w[:, chunk(j)],
+                                       text=text[:, j], memory=mem)
+    torch.testing.assert_close(v_stream, v[:, chunk(j)], atol=1e-5, rtol=0)
+
+
+def test_fresh_memory_changes_nothing():
+    """Memory attention starts at zero: a fresh memory model with the weights of a model
+    without memory gives its numbers exactly (step 0 of a memory fine-tune)."""
+    base = make_model()
+    model = WorldModel(**{**TINY, "memory_tokens": F * S * S}).eval()
+    missing, unexpected = model.load_state_dict(base.state_dict(), strict=False)
+    assert not unexpected and all("memory" in k for k in missing)
+    x, actions, c2w, text = make_inputs(3)
+    t = torch.zeros(B, 3)
+    t[:, -1] = 0.7
+    with torch.no_grad():
+        torch.testing.assert_close(
+            model(x, t, actions=actions, c2w=c2w, text=text, memory=make_memory(1)),
+            base(x, t, actions=actions, c2w=c2w, text=text), atol=1e-6, rtol=0)
 
 
 @pytest.mark.parametrize("cache_latent", [False, True])
@@ -168,12 +232,11 @@ def test_forward_chunk_leaves_cache_alone():
 
 
 def test_block_causal_mask_golden():
-    mask = block_causal_mask(n=4, chunk_tokens=1, window=1, n_memory=1)
-    expected = torch.tensor([[1, 0, 0, 0, 0],   # memory sees memory only
-                             [1, 1, 0, 0, 0],   # chunk 0
-                             [1, 1, 1, 0, 0],   # chunk 1 sees chunk 0 (window 1)
-                             [1, 0, 1, 1, 0],   # chunk 2: chunk 0 left the window
-                             [1, 0, 0, 1, 1]], dtype=torch.bool)
+    mask = block_causal_mask(n=4, chunk_tokens=1, window=1)
+    expected = torch.tensor([[1, 0, 0, 0],   # chunk 0
+                             [1, 1, 0, 0],   # chunk 1 sees chunk 0 (window 1)
+                             [0, 1, 1, 0],   # chunk 2: chunk 0 left the window
+                             [0, 0, 1, 1]], dtype=torch.bool)
     assert torch.equal(mask, expected)
 
 
@@ -333,7 +396,7 @@ def _bad_cases():
         ({**ok, "text": text[..., :100]}, "text.*e=384"),
         ({**ok, "t": t + 1}, r"t must lie in \[0, 1\]"),
         ({**ok, "t": t[:, :1]}, r"t has shape \(2, 1\)"),
-        ({**ok, "memory": torch.randn(B, 2, 32)}, "memory_tokens=0"),
+        ({**ok, "memory": make_memory()}, "memory_tokens=0"),
     ]
 
 

@@ -88,7 +88,13 @@ class ModelConfig:
     action_width: int = 7  # see camera.ACTION_FIELDS
     text_dim: int = 384  # sentence-encoder width (all-MiniLM-L6-v2)
     text_tokens: int = 3  # scene / character / event
-    memory_tokens: int = 0  # extra context tokens reserved for memory (0 = off)
+    # memory (worldlab.memory; set from the memory section by `memory_model_fields`): the
+    # most memory tokens the last chunk reads through its gated memory attention (0 = no
+    # memory attention), and how they summarise a chunk: 1 = every latent patch a token;
+    # r > 1 = a coarse and a fine token per s x s patches, r = chunk_frames s^2 / 2 times
+    # fewer tokens (WorldPlay2, FramePack)
+    memory_tokens: int = 0
+    memory_compress: int = 1
     cache_latent: bool = False  # concatenate a rendered 3D-cache latent + mask to the input
     mlp_ratio: float = 4.0
 
@@ -160,6 +166,22 @@ class DistillConfig:
 
 
 @dataclass
+class MemoryConfig:
+    """What carries the past beyond the KV window into each generated chunk (worldlab.memory);
+    all off is a world without memory. The model's architecture follows from it
+    (`memory_model_fields`: memory tokens, their compression, the 3D-cache input)."""
+    sink: bool = False  # the first chunk stays in memory for the whole rollout (AlayaWorld)
+    # past chunks older than the KV window, retrieved by field-of-view overlap with the
+    # chunk to generate (WorldPlay's reconstituted context; memory.retrieval)
+    retrieve: int = 0
+    # the 3D cache (GEN3C, AlayaWorld): past frames fused into points with depth from
+    # "oracle" (the engine: an upper bound) or "own" (the depth head on the model's own
+    # frames), rendered into the new chunk's cameras and given with its coverage mask
+    cache3d: str = "off"  # "off" | "oracle" | "own"
+    cache_stride: int = 2  # every k-th past frame is fused into the point cache
+
+
+@dataclass
 class WorldConfig:
     preset: str = "small"
     data: DataConfig = field(default_factory=DataConfig)
@@ -168,6 +190,7 @@ class WorldConfig:
     train: TrainConfig = field(default_factory=TrainConfig)
     sample: SampleConfig = field(default_factory=SampleConfig)
     distill: DistillConfig = field(default_factory=DistillConfig)
+    memory: MemoryConfig = field(default_factory=MemoryConfig)
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -213,6 +236,8 @@ AUTOCAST = ("no", "bf16")
 RECIPES = ("none", "ode", "consistency", "dmd", "dmd_clip")
 # as train/anti_drift.py reads them
 CORRUPTIONS = ("none", "noise", "blur", "colour", "bank")
+# as memory/ reads them
+CACHE3D = ("off", "oracle", "own")
 # as episodes/recording.py (which imports STARTS) and engines/doom.py (MONSTERS) read them
 STARTS = ("player", "random")
 MONSTERS = ("off", "on", "invulnerable")
@@ -271,7 +296,7 @@ RULES: dict[str, dict[str, tuple]] = {
               "chunk_frames": _COUNT, "window_chunks": _COUNT, "control": _one_of(CONTROLS),
               "action_width": _int(4),  # forward, right, yaw, pitch, then the buttons
               "text_dim": _COUNT, "text_tokens": _COUNT, "memory_tokens": _INDEX,
-              "cache_latent": _FLAG, "mlp_ratio": _POSITIVE},
+              "memory_compress": _COUNT, "cache_latent": _FLAG, "mlp_ratio": _POSITIVE},
     "train": {"steps": _COUNT, "batch_size": _COUNT, "lr": _POSITIVE,
               "weight_decay": _NONNEGATIVE, "warmup_steps": _INDEX, "grad_clip": _POSITIVE,
               "ema_decay": _number(">= 0 and < 1", lambda v: 0 <= v < 1),
@@ -291,7 +316,19 @@ RULES: dict[str, dict[str, tuple]] = {
                 "lr": _POSITIVE, "critic_lr": _POSITIVE, "critic_ratio": _COUNT,
                 "grad_chunks": _COUNT, "pairs": _COUNT,
                 "ema_decay": _number(">= 0 and < 1", lambda v: 0 <= v < 1), "seed": _INDEX},
+    "memory": {"sink": _FLAG, "retrieve": _INDEX, "cache3d": _one_of(CACHE3D),
+               "cache_stride": _COUNT},
 }
+
+
+def memory_model_fields(memory: "MemoryConfig", model: "ModelConfig", tokens_per_frame: int
+                        ) -> dict:
+    """The model fields a memory section needs: memory_tokens (every sink and retrieved
+    chunk's tokens at model.memory_compress) and cache_latent, for `tokens_per_frame` latent
+    patches per frame."""
+    chunks = int(memory.sink) + memory.retrieve
+    per_chunk = model.chunk_frames * tokens_per_frame // model.memory_compress
+    return {"memory_tokens": chunks * per_chunk, "cache_latent": memory.cache3d != "off"}
 
 
 def check_sampling_steps(cfg: "WorldConfig", steps: int) -> None:
@@ -328,6 +365,14 @@ def validate_config(cfg: "WorldConfig") -> "WorldConfig":
         raise ValueError(f"config train.{on[0]} changes the context chunks, which needs "
                          f"train.forcing='teacher' (clean context, loss on the last chunk); "
                          f"got train.forcing={tc.forcing!r}")
+    mem = cfg.memory
+    if (mem.sink or mem.retrieve) and m.memory_tokens == 0:
+        raise ValueError(f"config memory.sink={mem.sink} / memory.retrieve={mem.retrieve} "
+                         f"need memory attention: model.memory_tokens must be > 0 "
+                         f"(memory_model_fields gives it), got 0")
+    if (mem.cache3d != "off") != m.cache_latent:
+        raise ValueError(f"config memory.cache3d={mem.cache3d!r} needs "
+                         f"model.cache_latent={mem.cache3d != 'off'}, got {m.cache_latent}")
     odd = [c for c in ae.block_out_channels if c % ae.norm_num_groups]
     if odd:  # every block is group-normed over its channels
         raise ValueError(f"config autoencoder.block_out_channels {list(ae.block_out_channels)} "

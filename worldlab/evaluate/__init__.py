@@ -1,6 +1,7 @@
 """Evaluation against the engine's own ground truth: the protocols (`protocols`; a minute of
-open loop: `long`), the trivial baselines (`baselines`), speed benchmarks (`bench`; training:
-`training_speed`), tables and JSON (`report`) and the `eval` command (`cli`).
+open loop: `long`; coming back to views seen before: `revisit`), the trivial baselines
+(`baselines`), speed benchmarks (`bench`; training: `training_speed`), tables and JSON
+(`report`) and the `eval` command (`cli`).
 
     world = wl.pretrained.load_world(wl.DATA / "checkpoints" / "doom64")
     episodes = wl.evaluate.heldout_episodes("doom", 8, 40, world.size)
@@ -11,10 +12,12 @@ from .baselines import repeat_baseline, warp_baseline, warp_to_poses
 from .long import generate_walk, long_horizon
 from .protocols import (HELDOUT_SEED, autoencoder_scores, drift, generate, heldout_episodes,
                         mirror_controls, next_chunk, quick_suite, runtime)
-from .report import print_long, print_quick, print_table
+from .report import print_long, print_quick, print_revisit, print_table
+from .revisit import return_pairs, revisit
 from .strip import rollout_frames, rollout_strip
 
 __all__ = ["HELDOUT_SEED", "autoencoder_scores", "generate", "next_chunk", "drift",
            "runtime", "quick_suite", "heldout_episodes", "mirror_controls", "repeat_baseline",
            "warp_baseline", "warp_to_poses", "print_quick", "print_table", "rollout_frames",
-           "rollout_strip", "long_horizon", "generate_walk", "print_long"]
+           "rollout_strip", "long_horizon", "generate_walk", "print_long", "revisit",
+           "return_pairs", "print_revisit"]

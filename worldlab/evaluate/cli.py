@@ -1,8 +1,11 @@
-"""`python -m worldlab eval --suite quick | long | autoencoder`: score a world against the
-engine's own frames (`--start random --maps MAP01,MAP04`: held-out starts over whole maps).
+"""`python -m worldlab eval --suite quick | long | revisit | autoencoder`: score a world
+against the engine's own frames (`--start random --maps MAP01,MAP04`: held-out starts over
+whole maps).
 
     python -m worldlab eval --suite long --model teacher_forcing=runs/long/baseline \
         --model bank=runs/long/bank   # several worlds on the same walks: `methods`
+    python -m worldlab eval --suite revisit --model none=data/checkpoints/doom64_teacher \
+        --model sink=runs/memory/sink   # the revisit walks, with each world's memory
 
 Held-out episodes are recorded fresh from seeds the training data never used
 (`protocols.HELDOUT_SEED`); the table is printed and every number written to
@@ -23,19 +26,56 @@ from ..model.autoencoder import VideoAutoencoder
 from ..pretrained import DEFAULT_WORLD, load_world, resolve_checkpoint
 from .long import combine_seeds, long_horizon
 from .protocols import HELDOUT_SEED, autoencoder_scores, heldout_episodes, quick_suite
-from .report import print_long, print_quick, print_table
+from .report import print_long, print_quick, print_revisit, print_table
+from .revisit import MIN_GAP, MIN_OVERLAP, POLICIES, revisit
 
 
 SUITE_DEFAULTS = {  # episodes, frames, start: a minute of play from anywhere for "long"
     "quick": (8, None, "player"), "autoencoder": (8, 64, "player"),
-    "long": (2, 1000, "random")}
+    "long": (2, 1000, "random"), "revisit": (8, 96, "random")}
+INVULNERABLE = ("long", "revisit")  # suites whose DOOM walks must not end in death
+MODEL_SUITES = ("long", "revisit")  # suites that compare --model NAME=DIR worlds
+
+
+def _policy(args) -> str | tuple[str, ...]:
+    return POLICIES if args.suite == "revisit" else "mix"
 
 
 def _episodes(args, engine: str, frames: int, size: int) -> list:
     maps = tuple(m for m in args.maps.replace("+", ",").split(",") if m) if args.maps else None
-    opts = {"monsters": "invulnerable"} if args.suite == "long" and engine == "doom" else {}
-    return heldout_episodes(engine, args.episodes, frames, size, seed=args.seed,
-                            start=args.start, maps=maps, **opts)
+    opts = {"monsters": "invulnerable"} if args.suite in INVULNERABLE and engine == "doom" \
+        else {}
+    return heldout_episodes(engine, args.episodes, frames, size, _policy(args),
+                            seed=args.seed, start=args.start, maps=maps, **opts)
+
+
+def _models(args) -> dict[str, str]:
+    """{name: world directory} of every --model NAME=DIR, else the --checkpoint."""
+    return dict(_named(m) for m in args.model) if args.model else \
+        {Path(args.checkpoint).name: args.checkpoint}
+
+
+def _revisit(args) -> tuple[dict, list, str]:
+    """The revisit protocol for each --model NAME=DIR (or the --checkpoint) on the same
+    walks: (its result, the walks, their engine)."""
+    from tqdm.auto import tqdm
+
+    worlds = {name: load_world(resolve_checkpoint(path), device=args.device,
+                               subfolder=args.weights, sample=_sample(args))
+              for name, path in _models(args).items()}
+    first = next(iter(worlds.values()))
+    engine = args.engine or first.config.data.engine
+    episodes = _episodes(args, engine, args.frames, first.size)
+    f = max(w.chunk_frames for w in worlds.values())
+    chunks = len(worlds) * (len(episodes) * (args.frames // f - 1) + args.cost_chunks)
+    with tqdm(total=chunks, desc="revisit", unit="chunk") as bar:
+        result = revisit(worlds, episodes, steps=args.steps, cost_chunks=args.cost_chunks,
+                         progress=bar.update, min_gap=args.min_gap,
+                         min_overlap=args.min_overlap)
+    for name, path in _models(args).items():
+        result["variants"][name]["checkpoint"] = str(path)
+    print_revisit(result)
+    return result, episodes, engine
 
 
 def _long(args) -> tuple[dict, list, str]:
@@ -43,8 +83,7 @@ def _long(args) -> tuple[dict, list, str]:
     same walks: ({"methods": {name: scores}}, the walks, their engine)."""
     from tqdm.auto import tqdm
 
-    models = dict(_named(m) for m in args.model) if args.model else \
-        {Path(args.checkpoint).name: args.checkpoint}
+    models = _models(args)
     episodes, engine, result = None, None, {"methods": {}}
     for name, path in models.items():
         world = load_world(resolve_checkpoint(path), device=args.device,
@@ -110,9 +149,9 @@ def _cli(args) -> int:
     args.episodes = args.episodes or episodes_default
     args.frames = args.frames or frames_default
     args.start = args.start or start_default
-    if args.model and args.suite != "long":
-        raise SystemExit("--model NAME=DIR compares worlds in the long suite; use "
-                         "--checkpoint for the others")
+    if args.model and args.suite not in MODEL_SUITES:
+        raise SystemExit(f"--model NAME=DIR compares worlds in the {' and '.join(MODEL_SUITES)} "
+                         f"suites; use --checkpoint for the others")
     if args.autoencoder is not None:  # an autoencoder alone, not a world's
         if args.suite != "autoencoder":
             raise SystemExit("--autoencoder scores an autoencoder alone: use it with "
@@ -120,8 +159,8 @@ def _cli(args) -> int:
         ae = load_module(VideoAutoencoder, args.autoencoder).float().eval()
         engine, source = args.engine or "doom", args.autoencoder
         result, episodes = _autoencoder(args, ae, engine, args.size)
-    elif args.suite == "long":
-        result, episodes, engine = _long(args)
+    elif args.suite in MODEL_SUITES:
+        result, episodes, engine = (_long if args.suite == "long" else _revisit)(args)
         source = ",".join(args.model) or args.checkpoint
     else:
         world = load_world(resolve_checkpoint(args.checkpoint), device=args.device,
@@ -129,13 +168,14 @@ def _cli(args) -> int:
         engine, source = args.engine or world.config.data.engine, args.checkpoint
         result, episodes = _quick(args, world) if args.suite == "quick" else \
             _autoencoder(args, world.ae, engine, world.size)
+    settings = {"count": len(episodes), "seeds": [args.seed, args.seed + len(episodes)],
+                "frames": len(episodes[0]), "policy": _policy(args),
+                "monsters": "invulnerable" if args.suite in INVULNERABLE else "on",
+                "start": args.start, "maps": args.maps}
+    if args.suite == "revisit":  # the episodes scored: those with a return frame
+        settings = {**settings, **result["episodes"], "recorded": len(episodes)}
     result.update(checkpoint=str(source), weights=args.weights, engine=engine,
-                  episodes={"count": len(episodes),
-                            "seeds": [args.seed, args.seed + len(episodes)],
-                            "frames": len(episodes[0]), "policy": "mix",
-                            "monsters": "invulnerable" if args.suite == "long" else "on",
-                            "start": args.start, "maps": args.maps},
-                  threads=args.threads, device=args.device)
+                  episodes=settings, threads=args.threads, device=args.device)
     print(f"wrote {atomic_write_json(Path(args.out) / f'{args.suite}.json', result)}")
     return 0
 
@@ -144,10 +184,12 @@ def configure_cli(parser) -> None:
     parser.add_argument("--suite", default="quick", choices=list(SUITE_DEFAULTS),
                         help="quick: next chunk, drift, controls, runtime; long: a minute "
                              "of open loop against drift-free, autoencoder and repeat-last "
-                             "references; autoencoder: reconstruction PSNR, SSIM, sharpness "
-                             "and colour")
+                             "references; revisit: coming back to views seen before, with "
+                             "each world's memory; autoencoder: reconstruction PSNR, SSIM, "
+                             "sharpness and colour")
     parser.add_argument("--model", action="append", default=[], metavar="NAME=DIR",
-                        help="long suite: a world to score, repeatable (same walks)")
+                        help="long and revisit suites: a world to score, repeatable (same "
+                             "walks); NAME_seedK are seeds of NAME")
     parser.add_argument("--checkpoint", default=str(DEFAULT_WORLD),
                         help="world directory (relative paths from the repository root)")
     parser.add_argument("--weights", default="world", help="subfolder: world | ema")
@@ -161,16 +203,23 @@ def configure_cli(parser) -> None:
                         help="held-out episodes (default 8; 2 walks for long)")
     parser.add_argument("--start", default=None, choices=STARTS,
                         help="player: the level's start; random: over the reachable level "
-                             "(default player; random for long)")
+                             "(default player; random for long and revisit)")
     parser.add_argument("--maps", default=None,
                         help="doom maps, comma-separated; episode k plays map k mod count")
     parser.add_argument("--frames", type=int, default=None,
-                        help="frames per held-out episode: autoencoder (64) and long (1000) "
-                             "suites")
+                        help="frames per held-out episode: autoencoder (64), long (1000) "
+                             "and revisit (96) suites")
     parser.add_argument("--horizon", type=int, default=32, help="open-loop rollout frames")
     parser.add_argument("--starts", type=int, default=4, help="next-chunk starts per episode")
     parser.add_argument("--runtime-chunks", type=int, default=50,
                         help="chunks streamed to time the runtime (at least 6)")
+    parser.add_argument("--min-gap", type=int, default=MIN_GAP,
+                        help="revisit: frames between an outbound view and its return")
+    parser.add_argument("--min-overlap", type=float, default=MIN_OVERLAP,
+                        help="revisit: share of a return view an outbound view must cover")
+    parser.add_argument("--cost-chunks", type=int, default=100,
+                        help="revisit: chunks streamed with memory to time it (0: skip; "
+                             "else at least 6)")
     parser.add_argument("--steps", type=int, default=None,
                         help="sampling steps (default: each world's own sample.steps)")
     parser.add_argument("--seed", type=int, default=HELDOUT_SEED)

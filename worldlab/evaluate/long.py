@@ -156,11 +156,11 @@ SEED_KEYS = ("psnr_late", "psnr_drift_free_late", "sharpness_ratio_vs_drift_free
              "sharpness_ratio_vs_ae_late", "motion_ratio_vs_ae_late", "psnr_early")
 
 
-def combine_seeds(methods: dict) -> dict:
+def combine_seeds(methods: dict, keys: tuple[str, ...] = SEED_KEYS) -> dict:
     """Methods scored under several training seeds ("x", "x_seed1", ...) pooled per method:
-    {method: {key: {"mean", "std", "min", "max"}, "seeds": n}} for the keys of SEED_KEYS,
-    only for methods with at least two seeds. std is the sample standard deviation over
-    seeds (ddof 1); min and max bound what the seeds gave."""
+    {method: {key: {"mean", "std", "min", "max"}, "seeds": n}} for `keys` (default the long
+    suite's SEED_KEYS), only for methods with at least two seeds. std is the sample
+    standard deviation over seeds (ddof 1); min and max bound what the seeds gave."""
     groups: dict[str, list[dict]] = {}
     for name, scores in methods.items():
         groups.setdefault(name.split(SEED_SUFFIX)[0], []).append(scores)
@@ -169,7 +169,7 @@ def combine_seeds(methods: dict) -> dict:
         if len(runs) < 2:
             continue
         out[method] = {"seeds": len(runs)}
-        for key in SEED_KEYS:
+        for key in keys:
             v = np.array([r[key] for r in runs], np.float64)
             out[method][key] = {"mean": float(v.mean()), "std": float(v.std(ddof=1)),
                                 "min": float(v.min()), "max": float(v.max())}

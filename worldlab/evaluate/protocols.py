@@ -203,13 +203,17 @@ def runtime(world: World, chunks: int = 50, steps: int | None = None) -> dict:
 # ----------------------------------------------------------------------------------------
 
 
-def heldout_episodes(engine: str, n: int, frames: int, size: int, policy: str = "mix",
-                     seed: int = HELDOUT_SEED, start: str = "player",
-                     maps: tuple[str, ...] | None = None, **engine_opts) -> list:
+def heldout_episodes(engine: str, n: int, frames: int, size: int,
+                     policy: str | tuple[str, ...] = "mix", seed: int = HELDOUT_SEED,
+                     start: str = "player", maps: tuple[str, ...] | None = None,
+                     **engine_opts) -> list:
     """Fresh episodes from seeds the training recordings never use; `start="random"` draws
-    each start over the whole reachable level, episode k plays maps[k % len(maps)]."""
-    return [record_episode(engine, seed + k, frames, size, policy, start=start,
-                           map=None if not maps else maps[k % len(maps)], **engine_opts)
+    each start over the whole reachable level, episode k plays maps[k % len(maps)] and,
+    for a sequence of policies, policy[k % len(policy)]."""
+    policies = (policy,) if isinstance(policy, str) else tuple(policy)
+    return [record_episode(engine, seed + k, frames, size, policies[k % len(policies)],
+                           start=start, map=None if not maps else maps[k % len(maps)],
+                           **engine_opts)
             for k in range(n)]
 
 

@@ -85,3 +85,39 @@ def print_long(methods: dict, seeds: dict | None = None) -> None:
                       **{k: f"{v['mean']:.3g} +- {v['std']:.2g}" for k, v in s.items()
                          if k != "seeds"}} for name, s in seeds.items()],
                     "over training seeds: mean +- std")
+
+
+REVISIT_COLUMNS = {"ssim": "return_ssim", "self-cons": "self_consistency_psnr",
+                   "all-frames": "all_frames_psnr", "ms/chunk": "ms_per_chunk",
+                   "cost 100/2": "cost_ratio_chunk100_chunk2",
+                   "tokens/frame": "memory_tokens_per_frame"}
+
+
+def _revisit_row(name: str, r: dict) -> dict:
+    """One row of the revisit table: return PSNR with its 95% interval, then the columns of
+    REVISIT_COLUMNS ('n/a' for what the row does not have)."""
+    lo, hi = r["return_psnr_ci"]
+    row = {"world": name, "return psnr [95% CI]": f"{r['return_psnr']:.2f} [{lo:.2f}, {hi:.2f}]"}
+    for col, key in REVISIT_COLUMNS.items():
+        v = r.get(key)
+        row[col] = "n/a" if v is None else float(v)
+    return row
+
+
+def print_revisit(result: dict) -> None:
+    """The revisit table: one row per world, then the references (`revisit.revisit`), and
+    for worlds trained with several seeds mean +- std over seeds."""
+    rows = [_revisit_row(name, r) for name, r in result["variants"].items()]
+    rows += [_revisit_row(f"ref: {name}", r) for name, r in result["references"].items()]
+    e = result["episodes"]
+    print_table(rows, f"revisit: {result['return_frames']} return frames (>= "
+                      f"{result['min_gap']} frames after a view covering >= "
+                      f"{result['min_overlap']:.0%} of them) in {e['count']} episodes "
+                      f"({e['excluded']} without one left out); PSNR dB against the engine, "
+                      f"self-cons = PSNR of a world's return frame against its own outbound "
+                      f"frame warped there")
+    if result.get("seeds"):
+        print_table([{"world": f"{name} ({s['seeds']} seeds)",
+                      **{k: f"{v['mean']:.3g} +- {v['std']:.2g}" for k, v in s.items()
+                         if k != "seeds"}} for name, s in result["seeds"].items()],
+                    "over training seeds: mean +- std")

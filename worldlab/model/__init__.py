@@ -13,7 +13,9 @@ Training lives in `worldlab.train`; a packaged world on disk in `worldlab.pretra
 from .autoencoder import VideoAutoencoder, frames_to_tensor, tensor_to_frames
 from .conditioning import relative_pose_features
 from .discriminator import PatchDiscriminator
+from . import memory_tokens
 from .dit import KVCache, WorldModel, block_causal_mask
+from .memory_tokens import MemoryChunks
 from .sampler import rollout, sample_chunk
 from .textenc import CaptionTable, TextEncoder, check_prompt
 

@@ -10,6 +10,11 @@ Attention is bidirectional inside a chunk and causal across chunks, over a windo
 generating chunk by chunk with the KV cache (`append_chunk` / `forward_chunk`) gives the same
 numbers as one full pass; the tests hold the two to 1e-5.
 
+Memory (`memory_tokens > 0`): the last chunk of a pass also reads memory tokens, made from
+k past chunks by `memory_tokens.MemoryEncoder`, through a gated cross-attention
+(`MemoryAttention`, zero at initialisation). Only the chunk being generated reads memory:
+context chunks never do, so their cached K/V are the same with memory on or off.
+
 Shape legend: b batch, t frames, n chunks, f frames per chunk, c latent channels,
 h w latent height/width, l tokens per frame, L tokens in a sequence, m memory tokens,
 d width, a action width, k text tokens, e text dim.
@@ -29,6 +34,7 @@ from diffusers.configuration_utils import register_to_config
 from einops import rearrange
 
 from . import conditioning as cond
+from .memory_tokens import MemoryChunks, MemoryEncoder
 from ..config import ModelConfig
 from ..loading import load_module, read_model_config
 
@@ -78,22 +84,22 @@ class SelfAttention(nn.Module):
         self.k_norm = nn.RMSNorm(d // heads, eps=1e-6)
         self.out = nn.Linear(d, d)
 
-    def forward(self, x, rope, mask, past=None, n_memory=0, kv_only=False):
-        """x (b, L, d) whose first `n_memory` tokens are memory; past = cached (K, V) or None.
+    def forward(self, x, rope, mask, past=None, kv_only=False):
+        """x (b, L, d); past = cached (K, V) or None.
 
-        Keys are ordered [memory, past, own tokens]; `mask` (L, keys) matches that order.
-        Returns the output (b, L, d) and this call's own non-memory (K, V), for the cache;
-        with `kv_only`, (None, K/V) without attending (what a cache append needs).
+        Keys are ordered [past, own tokens]; `mask` (L, keys) matches that order.
+        Returns the output (b, L, d) and this call's own (K, V), for the cache; with
+        `kv_only`, (None, K/V) without attending (what a cache append needs).
         """
         b, L, d = x.shape
         q, k, v = rearrange(self.qkv(x), "b L (three h hd) -> three b h L hd", three=3,
                             h=self.heads)
         q = None if kv_only else apply_rope(self.q_norm(q), *rope)
         k = apply_rope(self.k_norm(k), *rope)  # (b, h, L, hd)
-        own = (k[:, :, n_memory:], v[:, :, n_memory:])
+        own = (k, v)
         if past is not None:
-            k = torch.cat([k[:, :, :n_memory], past[0], own[0]], dim=2)  # (b, h, keys, hd)
-            v = torch.cat([v[:, :, :n_memory], past[1], own[1]], dim=2)
+            k = torch.cat([past[0], k], dim=2)  # (b, h, keys, hd)
+            v = torch.cat([past[1], v], dim=2)
         if q is None:  # keys and values only: nothing reads this call's output
             return None, own
         y = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)  # (b, h, L, hd)
@@ -120,6 +126,38 @@ class CrossAttention(nn.Module):
         return self.out(rearrange(y, "(b n) h L hd -> b n L (h hd)", b=b))
 
 
+class MemoryAttention(nn.Module):
+    """Tokens of the generated chunk (b, L, d) attend to memory tokens (b, m, d), RoPE on
+    both (the memory's positions re-assigned relative to the chunk) and q/k RMS norm. The
+    output projection starts at zero, so a fresh one changes nothing; a sample without a
+    valid memory slot gets exactly zero."""
+
+    def __init__(self, d: int, heads: int):
+        super().__init__()
+        self.heads = heads
+        self.q = nn.Linear(d, d)
+        self.kv = nn.Linear(d, 2 * d)
+        self.q_norm = nn.RMSNorm(d // heads, eps=1e-6)
+        self.k_norm = nn.RMSNorm(d // heads, eps=1e-6)
+        self.out = nn.Linear(d, d)
+        nn.init.zeros_(self.out.weight)
+        nn.init.zeros_(self.out.bias)
+
+    def forward(self, x, memory: dict) -> torch.Tensor:
+        """x (b, L, d); memory: tokens (b, m, d), mask (b, m) bool, rope_q / rope_k."""
+        q = rearrange(self.q(x), "b L (h hd) -> b h L hd", h=self.heads)
+        k, v = rearrange(self.kv(memory["tokens"]), "b m (two h hd) -> two b h m hd", two=2,
+                         h=self.heads)
+        q = apply_rope(self.q_norm(q), *memory["rope_q"])
+        k = apply_rope(self.k_norm(k), *memory["rope_k"])
+        mask = memory["mask"]
+        any_valid = mask.any(dim=1)  # (b,)
+        safe = mask | ~any_valid[:, None]  # attend somewhere; zeroed below
+        y = F.scaled_dot_product_attention(q, k, v, attn_mask=safe[:, None, None, :])
+        y = self.out(rearrange(y, "b h L hd -> b L (h hd)"))
+        return y * any_valid[:, None, None].to(y.dtype)
+
+
 def modulate(x: torch.Tensor, shift: torch.Tensor, scale: torch.Tensor) -> torch.Tensor:
     return x * (1 + scale) + shift
 
@@ -131,8 +169,11 @@ class Block(nn.Module):
     conditioning vector; its projection starts at zero, so a fresh block is the identity.
     """
 
-    def __init__(self, d: int, heads: int, mlp_ratio: float):
+    def __init__(self, d: int, heads: int, mlp_ratio: float, memory: bool = False):
         super().__init__()
+        if memory:
+            self.norm_memory = nn.LayerNorm(d, eps=1e-6)
+            self.memory_attn = MemoryAttention(d, heads)
         self.norm1 = nn.LayerNorm(d, elementwise_affine=False, eps=1e-6)
         self.attn = SelfAttention(d, heads)
         self.norm_text = nn.LayerNorm(d, eps=1e-6)
@@ -145,25 +186,27 @@ class Block(nn.Module):
         nn.init.zeros_(self.ada[1].weight)
         nn.init.zeros_(self.ada[1].bias)
 
-    def forward(self, x, c_frames, c_memory, l, text, rope, mask, past=None, n_memory=0,
-                kv_only=False):
-        """x (b, m + n f l, d); conditioning per frame c_frames (b, t, d) and per memory
-        token c_memory (b, m, d) or None, modulating the frame's l tokens (computed here, so
-        gradient checkpointing keeps x, not a (b, L, 6 d) modulation); text (b, n, k, d).
-        Returns x and this call's (K, V); with `kv_only`, (None, K/V): the last block of
-        a cache append, whose output nobody reads."""
-        mod = per_token(self.ada, c_frames, c_memory, l)  # (b, m + n f l, 6 d)
+    def forward(self, x, c_frames, l, text, rope, mask, past=None, kv_only=False,
+                memory=None):
+        """x (b, n f l, d); conditioning per frame c_frames (b, t, d), modulating the frame's
+        l tokens (computed here, so gradient checkpointing keeps x, not a (b, L, 6 d)
+        modulation); text (b, n, k, d); memory (see `MemoryAttention`) is read by the last
+        chunk only. Returns x and this call's (K, V); with `kv_only`, (None, K/V): the last
+        block of a cache append, whose output nobody reads."""
+        mod = per_token(self.ada, c_frames, l)  # (b, n f l, 6 d)
         s1, sc1, g1, s2, sc2, g2 = mod.chunk(6, dim=-1)  # each (b, L, d)
-        y, kv = self.attn(modulate(self.norm1(x), s1, sc1), rope, mask, past, n_memory,
-                          kv_only)
+        y, kv = self.attn(modulate(self.norm1(x), s1, sc1), rope, mask, past, kv_only)
         if kv_only:
             return None, kv
         x = x + g1 * y
-        mem, frames = x[:, :n_memory], x[:, n_memory:]  # memory does not read the text
         n = text.shape[1]
-        chunks = rearrange(frames, "b (n L) d -> b n L d", n=n)
+        chunks = rearrange(x, "b (n L) d -> b n L d", n=n)
         chunks = chunks + self.cross(self.norm_text(chunks), text)
-        x = torch.cat([mem, rearrange(chunks, "b n L d -> b (n L) d")], dim=1)
+        if memory is not None:
+            last = chunks[:, -1]  # (b, L, d): the chunk being generated
+            last = last + self.memory_attn(self.norm_memory(last), memory)
+            chunks = torch.cat([chunks[:, :-1], last[:, None]], dim=1)
+        x = rearrange(chunks, "b n L d -> b (n L) d")
         x = x + g2 * self.mlp(modulate(self.norm2(x), s2, sc2))
         return x, kv
 
@@ -212,25 +255,18 @@ class KVCache:
 # ----------------------------------------------------------------------------------------
 
 
-def block_causal_mask(n: int, chunk_tokens: int, window: int, n_memory: int,
-                      device=None) -> torch.Tensor:
-    """(L, L) bool, True = may attend, for [memory, chunk 0, ..., chunk n-1] tokens.
-
-    Chunk i sees chunks i - window .. i (itself bidirectionally) and all memory tokens;
-    memory tokens see only memory (they are context, never conditioned on the clip).
-    """
-    ids = torch.cat([torch.full((n_memory,), -1, device=device),
-                     torch.arange(n, device=device).repeat_interleave(chunk_tokens)])
+def block_causal_mask(n: int, chunk_tokens: int, window: int, device=None) -> torch.Tensor:
+    """(L, L) bool, True = may attend, for [chunk 0, ..., chunk n-1] tokens: chunk i sees
+    chunks i - window .. i (itself bidirectionally)."""
+    ids = torch.arange(n, device=device).repeat_interleave(chunk_tokens)
     q, k = ids[:, None], ids[None, :]
-    in_window = (q >= 0) & (k >= 0) & (k <= q) & (k >= q - window)
-    return in_window | (k < 0)
+    return (k <= q) & (k >= q - window)
 
 
-def per_token(fn, c_frames: torch.Tensor, c_memory: torch.Tensor | None, l: int):
-    """Apply `fn` to per-frame (b, t, d) and memory (b, m, d) conditioning, then spread the
-    frame result over its l tokens: (b, m + t l, d'). Cheaper than projecting every token."""
-    out = fn(c_frames).repeat_interleave(l, dim=1)
-    return out if c_memory is None else torch.cat([fn(c_memory), out], dim=1)
+def per_token(fn, c_frames: torch.Tensor, l: int):
+    """Apply `fn` to per-frame conditioning (b, t, d), then spread the result over each
+    frame's l tokens: (b, t l, d'). Cheaper than projecting every token."""
+    return fn(c_frames).repeat_interleave(l, dim=1)
 
 
 # ----------------------------------------------------------------------------------------
@@ -254,7 +290,8 @@ class WorldModel(ModelMixin, ConfigMixin):
                  heads: int, patch_size: int = 1, chunk_frames: int = 4,
                  window_chunks: int = 8, control: str = "both", action_width: int = 7,
                  text_dim: int = 384, text_tokens: int = 3, memory_tokens: int = 0,
-                 cache_latent: bool = False, mlp_ratio: float = 4.0):
+                 memory_compress: int = 1, cache_latent: bool = False,
+                 mlp_ratio: float = 4.0):
         super().__init__()
         self.gradient_checkpointing = False
         _check_architecture(latent_size, width, heads, patch_size, chunk_frames,
@@ -268,10 +305,15 @@ class WorldModel(ModelMixin, ConfigMixin):
         self.action_embed = (cond.ActionEmbedder(d, action_width)
                              if control in ("action", "both") else None)
         self.text_embed = cond.TextEmbedder(d, text_dim, text_tokens)
+        self.memory_encoder = None
         if memory_tokens > 0:
-            self.memory_in = nn.Linear(d, d)
-            self.memory_cond = nn.Parameter(torch.zeros(d))  # memory's own modulation input
-        self.blocks = nn.ModuleList(Block(d, heads, mlp_ratio) for _ in range(depth))
+            self.memory_encoder = MemoryEncoder(d, chunk_frames, self.grid, memory_compress)
+            if memory_tokens < self.memory_encoder.per_chunk:
+                raise ValueError(f"memory_tokens={memory_tokens} holds no chunk: a chunk is "
+                                 f"{self.memory_encoder.per_chunk} tokens at "
+                                 f"memory_compress={memory_compress}")
+        self.blocks = nn.ModuleList(Block(d, heads, mlp_ratio, memory_tokens > 0)
+                                    for _ in range(depth))
         self.final_norm = nn.LayerNorm(d, elementwise_affine=False, eps=1e-6)
         self.final_ada = nn.Sequential(nn.SiLU(), nn.Linear(d, 2 * d))
         self.patch_out = nn.Linear(d, p * p * latent_channels)
@@ -305,6 +347,8 @@ class WorldModel(ModelMixin, ConfigMixin):
 
     def _tokens(self, x: torch.Tensor, cache_latent: torch.Tensor | None) -> torch.Tensor:
         """Latents (b, t, c, h, w) [+ cache latent (b, t, c+1, h, w)] -> (b, t l, d)."""
+        if self.config.cache_latent and cache_latent is None:  # no cache: coverage 0
+            cache_latent = x.new_zeros(*x.shape[:2], x.shape[2] + 1, *x.shape[3:])
         if cache_latent is not None:
             x = torch.cat([x, cache_latent.to(x.dtype)], dim=2)
         p = self.config.patch_size
@@ -320,33 +364,50 @@ class WorldModel(ModelMixin, ConfigMixin):
             c = c + self.action_embed(actions)
         return c
 
+    def _memory(self, memory: MemoryChunks | None, reference, rope, origin: int
+                ) -> dict | None:
+        """What MemoryAttention reads: the chunks' tokens (b, m, d), key mask, and RoPE for
+        keys (re-assigned relative to the generated chunk, whose first frame is `origin`)
+        and queries (the last chunk's tokens of `rope`); reference (b, 4, 4) is the
+        generated chunk's first camera."""
+        if memory is None:
+            return None
+        b, k, f = memory.latents.shape[:3]
+        patches = self._tokens(memory.latents.flatten(1, 2), None)  # (b, k f l, d)
+        patches = patches.reshape(b, k, f, self.grid, self.grid, -1)
+        tokens, mask, pos = self.memory_encoder(patches, memory, reference)
+        own = f * self.grid ** 2
+        hd = self.config.width // self.config.heads
+        pos = pos + torch.tensor([origin, 0.0, 0.0], device=pos.device)
+        return {"tokens": tokens, "mask": mask, "rope_k": rope_angles(pos, hd),
+                "rope_q": tuple(r[-own:] for r in rope)}
+
     def _trunk(self, tokens, c_frames, text, memory, first_frame, mask, past=None,
-               kv_only=False):
+               kv_only=False, reference=None):
         """Run the blocks. tokens (b, t l, d), c_frames (b, t, d), text (b, n, k, d),
-        memory (b, m, d) or None, past = cache or None. Returns v (b, t, c, h, w), K/V;
-        with `kv_only` (a cache append) v is None and the last block stops at its K/V."""
-        b, l = tokens.shape[0], self.grid ** 2
+        memory (MemoryChunks, read by the last chunk, whose first camera is `reference`
+        (b, 4, 4)) or None, past = cache or None. Returns v (b, t, c, h, w), K/V; with
+        `kv_only` (a cache append) v is None and the last block stops at its K/V."""
+        l = self.grid ** 2
         frames = tokens.shape[1] // l
-        c_memory, m = None, 0
-        if memory is not None:
-            m = memory.shape[1]
-            tokens = torch.cat([self.memory_in(memory.to(tokens.dtype)), tokens], dim=1)
-            c_memory = self.memory_cond.expand(b, m, -1)
-        pos = _positions(first_frame, frames, self.grid, m, tokens.device)
+        pos = _positions(first_frame, frames, self.grid, tokens.device)
         rope = rope_angles(pos, self.config.width // self.config.heads)
+        # memory sits just before the last chunk's first frame, however long ago it was seen
+        mem = self._memory(memory, reference, rope,
+                           first_frame + frames - self.config.chunk_frames)
         x, kvs = tokens, []
         checkpointed = self.gradient_checkpointing and torch.is_grad_enabled()
         for i, block in enumerate(self.blocks):
-            args = (x, c_frames, c_memory, l, text, rope, mask,
-                    None if past is None else past.past(i), m,
-                    kv_only and i == len(self.blocks) - 1)
+            args = (x, c_frames, l, text, rope, mask,
+                    None if past is None else past.past(i),
+                    kv_only and i == len(self.blocks) - 1, mem)
             x, kv = (self._gradient_checkpointing_func(block, *args) if checkpointed
                      else block(*args))
             kvs.append(kv)
         if kv_only:
             return None, kvs
-        shift, scale = per_token(self.final_ada, c_frames, None, l).chunk(2, dim=-1)
-        out = self.patch_out(modulate(self.final_norm(x[:, m:]), shift, scale))
+        shift, scale = per_token(self.final_ada, c_frames, l).chunk(2, dim=-1)
+        out = self.patch_out(modulate(self.final_norm(x), shift, scale))
         p = self.config.patch_size
         v = rearrange(out, "b (t gh gw) (c p q) -> b t c (gh p) (gw q)", t=frames,
                       gh=self.grid, p=p, q=p)
@@ -358,19 +419,18 @@ class WorldModel(ModelMixin, ConfigMixin):
                 cache_latent=None) -> torch.Tensor:
         """Velocity (b, t, c, h, w) for noisy latents x (b, t, c, h, w) at flow times
         t (b, n), one per chunk; actions (b, t, a), c2w (b, t, 4, 4) absolute poses,
-        text (b, n, k, e) captions, text_drop (b, n) bool, memory (b, m, d),
-        cache_latent (b, t, c+1, h, w)."""
+        text (b, n, k, e) captions, text_drop (b, n) bool, memory (MemoryChunks, read by
+        the last chunk), cache_latent (b, t, c+1, h, w)."""
         b, frames = self._check_inputs(x, actions, c2w, memory, cache_latent)
         f = self.config.chunk_frames
         n = frames // f
         cond.check_time(t, (b, n))
         cond.check_text(text, text_drop, b, n, self.config.text_tokens, self.config.text_dim)
         c_frames = self._frame_cond(t.repeat_interleave(f, dim=1), actions, c2w, None)
-        m = 0 if memory is None else memory.shape[1]
-        mask = block_causal_mask(n, f * self.grid ** 2, self.config.window_chunks, m,
-                                 x.device)
+        mask = block_causal_mask(n, f * self.grid ** 2, self.config.window_chunks, x.device)
         v, _ = self._trunk(self._tokens(x, cache_latent), c_frames,
-                           self.text_embed(text, text_drop, b, n), memory, 0, mask)
+                           self.text_embed(text, text_drop, b, n), memory, 0, mask,
+                           reference=None if memory is None else c2w[:, -f])
         return v
 
     # ---- streaming (sampling) -----------------------------------------------------------
@@ -405,17 +465,13 @@ class WorldModel(ModelMixin, ConfigMixin):
                                                   memory, cache_latent)
         c_frames = self._frame_cond(t[:, None].expand(b, frames), actions, c2w,
                                     cache.last_pose)
-        mask = None  # the cache holds only the window, and a chunk sees itself in full
-        if memory is not None:
-            m, past = memory.shape[1], 0 if cache.keys[0] is None else cache.keys[0].shape[2]
-            own = frames * self.grid ** 2
-            mask = torch.ones(m + own, m + past + own, dtype=torch.bool, device=x.device)
-            mask[:m, m:] = False  # memory reads only memory, as in the full pass
+        # no mask: the cache holds only the window, and a chunk sees itself in full
         return self._trunk(self._tokens(x, cache_latent), c_frames,
                            self.text_embed(text, drop, b, 1), memory,
-                           cache.committed * frames, mask, past=cache, kv_only=kv_only)
+                           cache.committed * frames, None, past=cache, kv_only=kv_only,
+                           reference=None if memory is None else c2w[:, 0])
 
-    def _with_pending(self, x, t, cache, actions, c2w, text, text_drop, cache_latent):
+    def _with_pending(self, x, t, cache, actions, c2w, text, text_drop, memory, cache_latent):
         """The pending context chunk (at its time, 0 when clean) and the next chunk
         x (b, f, c, h, w) at time t (b,) in one pass against the cache, as a 2-chunk clip:
         the context chunk sees the cache and itself, the next one the window it will have
@@ -423,7 +479,7 @@ class WorldModel(ModelMixin, ConfigMixin):
         chunk's K/V; returns x's v."""
         p = cache.pending
         b, f, text, drop = self._check_chunk(x, t, cache, actions, c2w, text, text_drop,
-                                             None, cache_latent)
+                                             memory, cache_latent)
         both = lambda a, c: None if a is None else torch.cat([a, c], dim=1)  # noqa: E731
         t_frames = torch.cat([p["t"][:, None].expand(b, f), t[:, None].expand(b, f)],
                              dim=1)  # (b, 2 f)
@@ -440,20 +496,20 @@ class WorldModel(ModelMixin, ConfigMixin):
         mask[own:, :max(past - (self.config.window_chunks - 1) * own, 0)] = False  # evicted
         v, kvs = self._trunk(self._tokens(both(p["x"], x), both(p["cache_latent"],
                                                                  cache_latent)),
-                             c_frames, text, None, cache.committed * f, mask, past=cache)
+                             c_frames, text, memory, cache.committed * f, mask, past=cache,
+                             reference=None if memory is None else c2w[:, 0])
         self._commit(cache, [(k[:, :, :own], val[:, :, :own]) for k, val in kvs], p["c2w"])
         return v[:, f:]
 
     def forward_chunk(self, x, t, cache: KVCache, actions=None, c2w=None, text=None,
                       text_drop=None, memory=None, cache_latent=None) -> torch.Tensor:
         """Velocity (b, f, c, h, w) of the next chunk x at time t (b,), attending to the
-        cached context; text (b, k, e), text_drop (b,). What the cache holds does not change;
-        a pending chunk's K/V are computed in this same pass (apart, with memory or while
-        gradients are on: a pending chunk's K/V never carry gradient)."""
+        cached context; text (b, k, e), text_drop (b,), memory (MemoryChunks) or None. What
+        the cache holds does not change; a pending chunk's K/V are computed in this same
+        pass (apart while gradients are on: a pending chunk's K/V never carry gradient)."""
         if cache.pending is not None:
-            if (memory is None and cache.pending["memory"] is None
-                    and not torch.is_grad_enabled()):
-                return self._with_pending(x, t, cache, actions, c2w, text, text_drop,
+            if not torch.is_grad_enabled():
+                return self._with_pending(x, t, cache, actions, c2w, text, text_drop, memory,
                                           cache_latent)
             with torch.no_grad():
                 self.flush(cache)
@@ -461,12 +517,11 @@ class WorldModel(ModelMixin, ConfigMixin):
         return v
 
     def append_chunk(self, x_clean, cache: KVCache, actions=None, c2w=None, text=None,
-                     text_drop=None, memory=None, cache_latent=None, defer=False,
-                     t=None) -> None:
+                     text_drop=None, cache_latent=None, defer=False, t=None) -> None:
         """Run the context chunk (b, f, c, h, w) at flow time t (b,) (default 0: clean) and
         append its K/V to the cache, evicting chunks beyond `window_chunks` so the cost per
         chunk stays flat. A small t > 0 (with x noised to it) is diffusion forcing's noisy
-        context (`sample.context_noise`).
+        context (`sample.context_noise`). A context chunk never reads memory.
 
         With `defer` (for sampling) the chunk is checked now but run within the next
         `forward_chunk`, in one pass with the next chunk: the same numbers, one pass fewer
@@ -476,13 +531,13 @@ class WorldModel(ModelMixin, ConfigMixin):
         if t is None:
             t = torch.zeros(x_clean.shape[0], device=x_clean.device, dtype=x_clean.dtype)
         if defer:
-            self._check_chunk(x_clean, t, cache, actions, c2w, text, text_drop, memory,
+            self._check_chunk(x_clean, t, cache, actions, c2w, text, text_drop, None,
                               cache_latent)
             cache.pending = dict(x=x_clean, t=t, actions=actions, c2w=c2w, text=text,
-                                 text_drop=text_drop, memory=memory, cache_latent=cache_latent)
+                                 text_drop=text_drop, cache_latent=cache_latent)
             cache.chunks += 1
             return
-        _, kvs = self._chunk(x_clean, t, cache, actions, c2w, text, text_drop, memory,
+        _, kvs = self._chunk(x_clean, t, cache, actions, c2w, text, text_drop, None,
                              cache_latent, kv_only=True)
         self._commit(cache, kvs, c2w)
 
@@ -493,7 +548,7 @@ class WorldModel(ModelMixin, ConfigMixin):
         if p is None:
             return
         _, kvs = self._chunk(p["x"], p["t"], cache, p["actions"], p["c2w"], p["text"],
-                             p["text_drop"], p["memory"], p["cache_latent"], kv_only=True)
+                             p["text_drop"], None, p["cache_latent"], kv_only=True)
         self._commit(cache, kvs, p["c2w"])
 
     def _commit(self, cache: KVCache, kvs: list, c2w) -> None:
@@ -527,15 +582,16 @@ class WorldModel(ModelMixin, ConfigMixin):
                 raise ValueError(f"c2w (b, t, 4, 4) is required with control={cfg.control!r}")
             cond.check_pose_tensor(c2w, b, frames)
         if memory is not None:
-            if not (isinstance(memory, torch.Tensor) and memory.ndim == 3
-                    and memory.shape[0] == b and 0 < memory.shape[1] <= cfg.memory_tokens
-                    and memory.shape[2] == cfg.width):
-                raise ValueError(f"memory must be (b={b}, m, d={cfg.width}) with "
-                                 f"1 <= m <= memory_tokens={cfg.memory_tokens}; got "
-                                 f"{getattr(memory, 'shape', memory)}")
-        if cfg.cache_latent != (cache_latent is not None):
-            raise ValueError(f"cache_latent must be {'given' if cfg.cache_latent else 'None'} "
-                             f"when the model has cache_latent={cfg.cache_latent}")
+            if self.memory_encoder is None:
+                raise ValueError("memory was given but the model has memory_tokens=0 (no "
+                                 "memory attention)")
+            if c2w is None:
+                raise ValueError("memory needs the chunk's cameras c2w: memory tokens carry "
+                                 "their pose relative to it")
+            memory.check(b, cfg.chunk_frames, cfg.latent_channels, cfg.latent_size,
+                         cfg.memory_tokens // self.memory_encoder.per_chunk)
+        if cache_latent is not None and not cfg.cache_latent:
+            raise ValueError("cache_latent was given but the model has cache_latent=False")
         if cache_latent is not None:
             cond._check_tensor("cache_latent", cache_latent,
                                (b, frames, cfg.latent_channels + 1, cfg.latent_size,
@@ -543,14 +599,13 @@ class WorldModel(ModelMixin, ConfigMixin):
         return b, frames
 
 
-def _positions(first_frame: int, frames: int, grid: int, n_memory: int, device):
-    """(m + t l, 3) RoPE positions (frame, row, col); memory sits at the origin (no
-    rotation), frames count from the clip's absolute first frame."""
+def _positions(first_frame: int, frames: int, grid: int, device):
+    """(t l, 3) RoPE positions (frame, row, col), frames counted from the clip's absolute
+    first frame."""
     f, r, c = torch.meshgrid(torch.arange(first_frame, first_frame + frames, device=device),
                              torch.arange(grid, device=device),
                              torch.arange(grid, device=device), indexing="ij")
-    pos = torch.stack([f, r, c], dim=-1).reshape(-1, 3)
-    return torch.cat([torch.zeros(n_memory, 3, dtype=pos.dtype, device=device), pos])
+    return torch.stack([f, r, c], dim=-1).reshape(-1, 3)
 
 
 def _check_latents(name, x, channels, size, chunk_frames) -> tuple[int, int]:

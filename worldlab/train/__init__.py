@@ -6,9 +6,10 @@
     run = wl.train.world(store, cfg, out, autoencoder=ae_dir, callbacks=[plot])
     wl.train.package(ae_dir, out, "runs/myworld")
     run = wl.train.long_horizon.finetune(world_dir, "error_bank", store, out)  # anti-drift
+    run = wl.train.depth_head.train_depth_head(store, out)  # depth for the "own" 3D cache
 """
 
-from . import long_horizon
+from . import depth_head, long_horizon, memory
 from .checkpoints import (latest_checkpoint, list_checkpoints, load_checkpoint, load_weights,
                           save_checkpoint, save_model_dir)
 from .decoder import DecoderRun, decoder_train_config, distill_decoder
@@ -27,4 +28,4 @@ __all__ = ["fit", "lr_at", "step_generator", "StepBatchSampler", "make_accelerat
            "save_model_dir", "autoencoder", "world", "package", "AutoencoderRun", "WorldRun",
            "FrameDataset", "autoencoder_train_config", "split_episodes"]
 __all__ += ["distill_decoder", "decoder_train_config", "DecoderRun", "distill", "DistillRun",
-            "long_horizon"]
+            "long_horizon", "memory", "depth_head"]

@@ -1,6 +1,7 @@
-"""`python -m worldlab train autoencoder | world | distill | decoder | long-horizon | package`:
-the recipes (`recipes.py`, `distill.py`, `decoder.py`, `long_horizon.py`) with a progress bar
-and a summary line.
+"""`python -m worldlab train autoencoder | world | distill | decoder | long-horizon | memory |
+depth-head | package`:
+the recipes (`recipes.py`, `distill.py`, `decoder.py`, `long_horizon.py`, `memory.py`,
+`depth_head.py`) with a progress bar and a summary line.
 
     python -m worldlab train autoencoder --preset small --data runs/data/doom --out runs/ae
     python -m worldlab train world --preset small --data runs/data/doom \
@@ -10,6 +11,7 @@ and a summary line.
     python -m worldlab train check --preset base --accelerate-config configs/accelerate/fsdp.yaml
     python -m worldlab train decoder --world data/checkpoints/doom64 --data runs/data/doom \
         --latents runs/data/doom/latents --out runs/fast_decoder
+    python -m worldlab train depth-head --data runs/mem/data --out runs/memory/depth_head
 """
 
 from __future__ import annotations
@@ -19,7 +21,10 @@ from typing import Any
 
 from ..config import PRESETS, make_config
 from . import hardware, recipes
+from ..episodes import EpisodeStore
+from .depth_head import MAX_TRAIN_FRAMES
 from .long_horizon import METHODS
+from .memory import VARIANTS as MEMORY_VARIANTS
 
 
 class Progress:
@@ -143,6 +148,21 @@ def _cli_long_horizon(args) -> int:
     return 0
 
 
+def _cli_memory(args) -> int:
+    from .memory import finetune
+
+    store = EpisodeStore(args.data)
+    ids = sorted(store.index)[:args.episodes] if args.episodes else None
+    with Progress(f"memory ({args.variant})") as progress:
+        run = finetune(args.start, args.variant, store, args.out, steps=args.steps,
+                       batch_size=args.batch_size, seed=args.seed, ids=ids,
+                       device=args.device, resume=args.resume, **progress.hooks)
+    print(f"step {run.state['step']}: loss {run.state.get('loss', float('nan')):.4f}; package "
+          f"it with: train package --autoencoder {args.start}/autoencoder --world {args.out} "
+          f"--out DIR")
+    return 0
+
+
 def _cli_package(args) -> int:
     out = recipes.package(args.autoencoder, args.world, args.out, args.weights,
                           half=not args.full, fast_decoder=args.fast_decoder)
@@ -164,6 +184,21 @@ def _cli_decoder(args) -> int:
     s = run.scores
     print(f"held-out ({s['frames']} frames): fast PSNR {s['fast_psnr']:.2f} dB, full "
           f"{s['full_psnr']:.2f} dB; saved {args.out}/model (package_world(fast_decoder=...))")
+    return 0
+
+
+def _cli_depth_head(args) -> int:
+    from .depth_head import train_depth_head
+
+    with Progress("depth head") as progress:
+        run = train_depth_head(args.data, args.out, steps=args.steps,
+                               batch_size=args.batch_size, lr=args.lr, seed=args.seed,
+                               device=args.device, max_frames=args.max_frames,
+                               resume=args.resume, **progress.hooks)
+    s = run.scores
+    print(f"held-out ({s['frames']} frames of {len(run.held_ids)} episodes): abs_rel "
+          f"{s['abs_rel']:.4f}, delta1 {s['delta1']:.4f}, l1_log {s['l1_log']:.4f}; saved "
+          f"{args.out}/model (memory.cache3d = own)")
     return 0
 
 
@@ -280,6 +315,23 @@ def configure_cli(parser) -> None:
     lh.add_argument("--resume", action="store_true", help="continue from --out's checkpoint")
     lh.add_argument("--device", default="auto", help="auto | cpu | cuda")
     lh.set_defaults(func=_cli_long_horizon)
+    me = sub.add_parser("memory", help="fine-tune a world with one memory mechanism",
+                        description="a world fine-tuned from another's weights with one "
+                                    "memory variant (train/memory.py), the same data and "
+                                    "budget for every variant")
+    me.add_argument("--start", required=True, help="world directory, e.g. "
+                                                   "data/checkpoints/doom64_teacher")
+    me.add_argument("--variant", required=True, choices=list(MEMORY_VARIANTS))
+    me.add_argument("--data", required=True, help="episode store (latents in <data>/latents)")
+    me.add_argument("--episodes", type=int, default=None,
+                    help="train on the first N episodes of the store (default all)")
+    me.add_argument("--out", required=True, help="run directory (checkpoints, model, ema)")
+    me.add_argument("--steps", type=int, default=300)
+    me.add_argument("--batch-size", type=int, default=16)
+    me.add_argument("--seed", type=int, default=0, help="training seed")
+    me.add_argument("--resume", action="store_true", help="continue from --out's checkpoint")
+    me.add_argument("--device", default="auto", help="auto | cpu | cuda")
+    me.set_defaults(func=_cli_memory)
     p = sub.add_parser("package", help="assemble a world directory from training outputs",
                        description="autoencoder + world model + config (+ captions) -> one "
                                    "directory that pretrained.load_world reads")
@@ -311,3 +363,23 @@ def configure_cli(parser) -> None:
     fd.add_argument("--resume", action="store_true", help="continue from --out's checkpoint")
     fd.add_argument("--device", default="auto", help="auto | cpu | cuda")
     fd.set_defaults(func=_cli_decoder)
+    _add_depth_head(sub)
+
+
+def _add_depth_head(sub) -> None:
+    dh = sub.add_parser("depth-head", help="train the depth head of the 3D-cache memory",
+                        description="a small U-Net from frames to metric depth, trained on "
+                                    "an engine's depth (train/depth_head.py), for "
+                                    "memory.cache3d = own")
+    dh.add_argument("--data", required=True, help="episode store directory, with depth")
+    dh.add_argument("--out", required=True, help="run directory (checkpoints, model, "
+                                                 "metrics.json)")
+    dh.add_argument("--steps", type=int, default=600)
+    dh.add_argument("--batch-size", type=int, default=64)
+    dh.add_argument("--lr", type=float, default=1e-3)
+    dh.add_argument("--seed", type=int, default=0, help="weights, data order, subsample")
+    dh.add_argument("--max-frames", type=int, default=MAX_TRAIN_FRAMES,
+                    help="training frames held in memory (whole episodes, subsampled)")
+    dh.add_argument("--resume", action="store_true", help="continue from --out's checkpoint")
+    dh.add_argument("--device", default="cpu", help="auto | cpu | cuda")
+    dh.set_defaults(func=_cli_depth_head)

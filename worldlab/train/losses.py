@@ -16,6 +16,7 @@ import torch
 
 from ..config import AutoencoderConfig, TrainConfig
 from ..model.discriminator import AutoencoderWithCritic
+from ..model.memory_tokens import MemoryChunks
 from ..model.textenc import CaptionTable
 from .anti_drift import ErrorBank, context_inputs, unwrapped
 
@@ -64,7 +65,8 @@ def flow_matching_loss(model, latents: torch.Tensor, *, chunk_frames: int,
                        generator: torch.Generator, forcing: str = "diffusion",
                        schedule: str = "logit_normal", text_dropout: float = 0.0,
                        actions=None, c2w=None, text=None, inputs=None,
-                       context_noise: float = 0.0, observe=None) -> tuple[torch.Tensor, dict]:
+                       context_noise: float = 0.0, observe=None, extra=None
+                       ) -> tuple[torch.Tensor, dict]:
     """Rectified-flow velocity loss on latents (b, t, c, h, w); returns (loss, logs).
 
     Conditions are passed through to the model: actions (b, t, a), c2w (b, t, 4, 4),
@@ -73,6 +75,7 @@ def flow_matching_loss(model, latents: torch.Tensor, *, chunk_frames: int,
     `inputs` (b, t, c, h, w), default `latents`, is what gets noised and shown (a corrupted
     or self-generated context, `anti_drift`); the targets stay `latents`. `observe(err, t)`
     sees the last chunk's clean-prediction error (b, f, c, h, w) at its flow time (b,).
+    `extra` (memory, cache_latent) goes to the model as it is.
     """
     b, t_len = latents.shape[:2]
     if latents.dim() != 5 or t_len % chunk_frames:
@@ -86,7 +89,7 @@ def flow_matching_loss(model, latents: torch.Tensor, *, chunk_frames: int,
     tf = t_frames[:, :, None, None, None]
     x_t = (1 - tf) * (latents if inputs is None else inputs) + tf * noise  # (b, t, c, h, w)
     text_drop = (torch.rand(b, n, generator=generator) < text_dropout).to(dev)
-    v = model(x_t, t, actions=actions, c2w=c2w, text=text, text_drop=text_drop)
+    v = model(x_t, t, actions=actions, c2w=c2w, text=text, text_drop=text_drop, **(extra or {}))
     v = getattr(v, "sample", v)  # (b, t, c, h, w)
     if observe is not None:
         last = slice(t_len - chunk_frames, t_len)
@@ -130,11 +133,23 @@ def world_model_loss(cfg: TrainConfig, chunk_frames: int, captions: CaptionTable
             model, lat, chunk_frames=chunk_frames, generator=generator, forcing=cfg.forcing,
             schedule=cfg.time_schedule, text_dropout=cfg.text_dropout, actions=actions,
             c2w=c2w, text=text, inputs=inputs, context_noise=cfg.context_noise,
-            observe=None if bank is None else bank.record)
+            observe=None if bank is None else bank.record, extra=memory_inputs(batch))
         if bank is not None:
             logs["bank_errors"] = len(bank)
         return loss, logs
     return loss_fn
+
+
+def memory_inputs(batch: dict) -> dict:
+    """The model inputs of the memory a batch carries (`train.memory.MemoryClips`): memory
+    (MemoryChunks) and cache_latent, each only when present."""
+    extra = {}
+    if "memory_latents" in batch:
+        extra["memory"] = MemoryChunks(batch["memory_latents"].float(),
+                                       batch["memory_c2w"].float(), batch["memory_valid"])
+    if "cache_latent" in batch:
+        extra["cache_latent"] = batch["cache_latent"].float()
+    return extra
 
 
 # ----------------------------------------------------------------------------------------

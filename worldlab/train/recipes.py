@@ -252,7 +252,8 @@ def _caption_table(captions, text: bool) -> CaptionTable | None:
 def world(store, cfg: WorldConfig, out=None, *, autoencoder=None, latents=None,
           ids: list[str] | None = None, text: bool = True, captions=None, init=None,
           minutes: float | None = None, device: str = "auto", resume: bool = False,
-          callbacks: Iterable[Callable] = (), on_start: Callable | None = None) -> WorldRun:
+          callbacks: Iterable[Callable] = (), on_start: Callable | None = None,
+          clips: Callable | None = None, load_init: Callable | None = None) -> WorldRun:
     """Train the world model on clips of episodes `ids` (default: all) of a store.
 
     Latents come from `latents` (a LatentCache or directory; default `<store>/latents`),
@@ -261,6 +262,9 @@ def world(store, cfg: WorldConfig, out=None, *, autoencoder=None, latents=None,
     fresh schedule (the context window may differ). `minutes` replaces cfg.train.steps by
     the count that fits. With `out`: checkpoints (resumable), `model/`, `ema/`,
     `world_config.json` and `captions.safetensors`, what `package` assembles.
+    `clips(store, cache, ids, device)` builds another clip set (the memory recipe's, with
+    each clip's memory) and `load_init(model, init)` another way to start from `init`
+    (default: the same architecture, `load_weights`).
 
     A config too big for the device's memory fails before anything is read (see
     `hardware`). The clips are loaded once as tensors (`ClipTensors`) on the training
@@ -280,11 +284,14 @@ def world(store, cfg: WorldConfig, out=None, *, autoencoder=None, latents=None,
     sample = cache.get(ids[0])  # (t, c, h', w')
     model = seeded(lambda: WorldModel.from_config_dataclass(cfg.model, sample.shape[1],
                                                             sample.shape[-1]), cfg.train.seed)
-    if init is not None:
+    if init is not None and load_init is not None:
+        load_init(model, Path(init))
+    elif init is not None:
         load_weights(model, Path(init), ignore=("window_chunks",))  # no weight uses it
     f = cfg.model.chunk_frames
-    clips = ClipTensors(store, cache, clip_frames=f * cfg.data.clip_chunks, chunk_frames=f,
-                        stride=f, ids=ids, device=data_device)
+    clips = clips(store, cache, ids, data_device) if clips is not None else \
+        ClipTensors(store, cache, clip_frames=f * cfg.data.clip_chunks, chunk_frames=f,
+                    stride=f, ids=ids, device=data_device)
     table = _caption_table(captions, text)
     loss_fn = world_model_loss(cfg.train, f, table, clips.captions)
     if minutes:

@@ -1,0 +1,69 @@
+#!/usr/bin/env bash
+# The memory variants of data/results/memory.json (notebook 04). Every variant fine-tunes
+# the level world (data/checkpoints/doom64_teacher) from its weights with the same budget:
+# STEPS steps of batch 16 on the clips of the first EPISODES episodes of one store of
+# 96-frame random-start walks (half of them revisits: the "mix" players); they differ only
+# in their memory (worldlab/train/memory.py: VARIANTS). Each is packaged, then scored by
+# `eval --suite revisit` with SAMPLE_STEPS Euler steps on held-out leave-and-return and
+# asymmetric-return walks. Every stage resumes where it stopped.
+#   bash scripts/train_memory.sh data                      # record + encode the store
+#   bash scripts/train_memory.sh train VARIANT [SEED]      # one run (1 thread)
+#   bash scripts/train_memory.sh package                   # every finished run
+#   bash scripts/train_memory.sh report [NAME...]          # the revisit suite
+set -euo pipefail
+cd "$(dirname "$0")/.."
+PY=${PY:-.venv/bin/python}
+RUN=${RUN:-runs/memory}
+DATA=${DATA:-runs/mem/data}
+TEACHER=${TEACHER:-data/checkpoints/doom64_teacher}
+STEPS=${STEPS:-400}
+EPISODES=${EPISODES:-300}
+SAMPLE_STEPS=${SAMPLE_STEPS:-8}
+
+data() {
+  [ -f "$DATA/index.json" ] || $PY -m worldlab data record --preset small --episodes 600 \
+    --frames 96 --size 64 --workers 2 --policy mix --event-rate 0.02 \
+    --maps MAP01,MAP02,MAP03 --start random --monsters invulnerable --seed 300000 --out "$DATA"
+  $PY -c "from worldlab.train.recipes import fill_latents; from worldlab.episodes import \
+EpisodeStore, LatentCache; s = EpisodeStore('$DATA'); \
+print(fill_latents(s, LatentCache(s.root / 'latents'), '$TEACHER/autoencoder', 'cpu'), 'encoded')"
+}
+
+train() {  # variant [seed]
+  local variant=$1 seed=${2:-0} name=$1
+  [ "$seed" = 0 ] || name=${variant}_seed$seed
+  local out=$RUN/runs/$name
+  [ -d "$out/ema" ] && { echo "$name done"; return; }
+  local resume=()
+  [ -d "$out/checkpoints" ] && resume=(--resume)
+  OMP_NUM_THREADS=${THREADS:-1} $PY -m worldlab train memory --start "$TEACHER" \
+    --variant "$variant" --seed "$seed" --data "$DATA" --episodes "$EPISODES" \
+    --steps "$STEPS" --batch-size 16 --device cpu --out "$out" "${resume[@]}"
+}
+
+package() {
+  for run in "$RUN"/runs/*/; do
+    local name; name=$(basename "$run")
+    if [ -d "$run/ema" ] && [ ! -d "$RUN/worlds/$name" ]; then
+      $PY -m worldlab train package --autoencoder "$TEACHER/autoencoder" --world "$run" \
+        --out "$RUN/worlds/$name"
+    fi
+  done
+}
+
+report() {  # [names...]: the given worlds, or every packaged one
+  local models=()
+  if [ $# -eq 0 ]; then set -- $(ls "$RUN/worlds"); fi
+  for name in "$@"; do models+=(--model "$name=$RUN/worlds/$name"); done
+  OMP_NUM_THREADS=${THREADS:-2} $PY -m worldlab eval --suite revisit "${models[@]}" \
+    --episodes "${WALKS:-6}" --steps "$SAMPLE_STEPS" --threads "${THREADS:-2}" --device cpu \
+    --out "$RUN/eval"
+}
+
+case "${1:-}" in
+  data) data ;;
+  train) train "$2" "${3:-0}" ;;
+  package) package ;;
+  report) shift; report "$@" ;;
+  *) echo "usage: $0 data | train VARIANT [SEED] | package | report [NAME...]" >&2; exit 2 ;;
+esac

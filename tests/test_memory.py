@@ -1,0 +1,168 @@
+"""Memory as switches: the config rules, the memory recipe (variants, zero-effect start,
+clips that carry the memory play would select) and the rollout with memory (MemoryStream:
+the same chunks as a plain rollout without memory, the same selection as training, the 3D
+cache fed and rendered). Tiny procedural worlds, seeded."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import pytest
+import torch
+
+import worldlab as wl
+from worldlab.episodes import EpisodeStore, LatentCache, record_many
+from worldlab.evaluate.memory_rollout import open_loop
+from worldlab.evaluate.protocols import generate
+from worldlab.memory.retrieval import select_memory
+from worldlab.memory.stream import MemoryStream
+from worldlab.model import WorldModel
+from worldlab.pretrained import load_world
+from worldlab.train.memory import VARIANTS, MemoryClips, finetune, load_base, variant_config
+from worldlab.train.recipes import fill_latents
+
+pytestmark = pytest.mark.usefixtures("one_thread")  # tests/conftest.py
+
+TOKENS_PER_FRAME = 16  # the tiny world: 32 px, 8x latents, patch 1 -> 4 x 4 tokens
+
+
+@pytest.fixture(scope="module")
+def store(tmp_path_factory, world_dir):
+    """Three procedural walks of 48 frames with metric depth, latents of the tiny world."""
+    s = EpisodeStore(tmp_path_factory.mktemp("memory_store"))
+    record_many(s, "procedural", [0, 1, 2], 48, 32, "leave_and_return", workers=1)
+    fill_latents(s, LatentCache(s.root / "latents"), world_dir / "autoencoder", "cpu")
+    return s
+
+
+# ----------------------------------------------------------------------------------------
+# Config
+# ----------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("variant", list(VARIANTS))
+def test_every_variant_is_a_valid_config(variant):
+    base = wl.make_config("tiny")
+    cfg = variant_config(base, variant, steps=3, batch_size=2,
+                         tokens_per_frame=TOKENS_PER_FRAME)
+    mem, m = cfg.memory, cfg.model
+    slots = int(mem.sink) + mem.retrieve
+    per_chunk = m.chunk_frames * TOKENS_PER_FRAME // m.memory_compress
+    assert m.memory_tokens == slots * per_chunk
+    assert m.cache_latent == (mem.cache3d != "off")
+    assert cfg.train.forcing == "teacher" and cfg.train.steps == 3
+
+
+def test_memory_config_rules_name_the_field():
+    with pytest.raises(ValueError, match="memory.retrieve=2 need memory attention"):
+        wl.make_config("tiny", memory__retrieve=2)
+    with pytest.raises(ValueError, match="memory.cache3d='oracle' needs model.cache_latent"):
+        wl.make_config("tiny", memory__cache3d="oracle")
+    with pytest.raises(ValueError, match=r"memory.cache3d must be one of"):
+        wl.make_config("tiny", memory__cache3d="engine")
+    with pytest.raises(ValueError, match="unknown memory variant 'fog'"):
+        variant_config(wl.make_config("tiny"), "fog", 3, 2, TOKENS_PER_FRAME)
+    with pytest.raises(ValueError, match="memory_compress=3 must be f s"):
+        WorldModel(latent_channels=4, latent_size=4, width=32, depth=1, heads=2,
+                   memory_tokens=8, memory_compress=3)
+
+
+# ----------------------------------------------------------------------------------------
+# The recipe
+# ----------------------------------------------------------------------------------------
+
+
+def test_load_base_starts_at_zero_effect(world_dir, world):
+    """A memory model (sink, retrieval, 3D-cache input) loaded from a world without memory
+    gives that world's numbers exactly, whatever memory and cache it is shown."""
+    cfg = variant_config(world.config, "sink+tokens+cache3d_own", 3, 2, TOKENS_PER_FRAME)
+    model = WorldModel.from_config_dataclass(cfg.model, 4, 4).eval()
+    load_base(model, world_dir / "world")
+    g = torch.Generator().manual_seed(0)
+    x = torch.randn(1, 8, 4, 4, 4, generator=g)
+    t = torch.tensor([[0.0, 0.6]])
+    c2w = torch.eye(4).repeat(1, 8, 1, 1)
+    actions = torch.zeros(1, 8, 7)
+    memory = wl.model.memory_tokens.MemoryChunks(torch.randn(1, 2, 4, 4, 4, 4, generator=g),
+                                                 torch.eye(4).repeat(1, 2, 4, 1, 1),
+                                                 torch.ones(1, 2, dtype=torch.bool))
+    cache = torch.rand(1, 8, 5, 4, 4, generator=g)
+    with torch.no_grad():
+        torch.testing.assert_close(
+            model(x, t, actions=actions, c2w=c2w, memory=memory, cache_latent=cache),
+            world.model(x, t, actions=actions, c2w=c2w), atol=1e-6, rtol=0)
+
+
+def test_load_base_refuses_what_it_cannot_map(tmp_path, world_dir):
+    other = WorldModel(latent_channels=4, latent_size=4, width=64, depth=2, heads=2,
+                       window_chunks=4)
+    with pytest.raises(ValueError, match="this model's"):
+        load_base(other, world_dir / "world")
+
+
+def test_clips_carry_the_memory_play_selects(store, world):
+    mem = dataclasses.replace(world.config.memory, sink=True, retrieve=2)
+    K = store.read(store.ids()[0]).K[0]
+    clips = MemoryClips(store, LatentCache(store.root / "latents"), 8, 4, mem, K, (32, 32),
+                        window=2)
+    batch = clips.gather(list(range(len(clips))))
+    assert batch["memory_latents"].shape == (len(clips), 3, 4, 4, 4, 4)
+    assert batch["memory_c2w"].shape == (len(clips), 3, 4, 4, 4)
+    for n, (episode_id, start) in enumerate(clips.windows):
+        ep = store.read(episode_id)
+        chunks = ep.c2w[:len(ep) // 4 * 4].reshape(-1, 4, 4, 4)
+        picked = select_memory(chunks, start // 4 + 1, 2, 2, True, K, (32, 32))
+        assert batch["memory_valid"][n].tolist() == [True] * len(picked) + \
+            [False] * (3 - len(picked))
+        for slot, i in enumerate(picked):
+            torch.testing.assert_close(batch["memory_c2w"][n, slot],
+                                       torch.as_tensor(chunks[i], dtype=torch.float32))
+    assert bool(batch["memory_valid"].any())  # late chunks of a revisit walk remember
+
+
+def test_finetune_runs_and_is_a_world(tmp_path, store, world_dir):
+    run = finetune(world_dir, "retrieval", store, tmp_path / "run", steps=2, batch_size=2)
+    assert run.config.memory.retrieve == 1 and run.config.model.memory_tokens == 64
+    wl.train.package(world_dir / "autoencoder", tmp_path / "run", tmp_path / "w")
+    w = load_world(tmp_path / "w", device="cpu")
+    assert w.config.memory.retrieve == 1 and w.model.memory_encoder is not None
+
+
+def test_cache3d_variant_trains_on_rendered_caches(tmp_path, store, world_dir):
+    run = finetune(world_dir, "cache3d_oracle", store, None, steps=1, batch_size=2)
+    c3d = run.clips.cache3d  # (N, f, c + 1, h, w): the last chunk's renders
+    assert c3d.shape[1:] == (4, 5, 4, 4)
+    assert float(c3d[:, :, -1].max()) > 0.5  # later chunks see much of the cache
+
+
+# ----------------------------------------------------------------------------------------
+# The rollout with memory
+# ----------------------------------------------------------------------------------------
+
+
+def test_stream_without_memory_is_the_plain_rollout(world, store):
+    ep = store.read(store.ids()[0])
+    out = open_loop(world, ep, seed=3, steps=2)
+    ref = generate(world, ep, 0, 4, 48, steps=2, seed=3)
+    assert out["frames"].shape == (48, 32, 32, 3)
+    assert np.abs(out["frames"][4:].astype(int) - ref.astype(int)).max() <= 1
+
+
+def test_stream_reads_the_memory_training_selects(tmp_path, world_dir, store):
+    finetune(world_dir, "sink", store, tmp_path / "run", steps=1, batch_size=2)
+    wl.train.package(world_dir / "autoencoder", tmp_path / "run", tmp_path / "w")
+    w = load_world(tmp_path / "w", device="cpu")
+    ep = store.read(store.ids()[1])
+    out = open_loop(w, ep, seed=0, steps=1)
+    window = w.model.config.window_chunks
+    chunks = ep.c2w.reshape(-1, 4, 4, 4)
+    for j, read in enumerate(out["memory_chunks"], start=1):
+        assert read == select_memory(chunks[:j + 1], j, window, 0, True, ep.K[0], (32, 32))
+    assert out["memory_chunks"][-1] == [0]  # the sink, once it left the window
+
+
+def test_stream_bad_setups_raise(world):
+    mem = dataclasses.replace(world.config.memory, cache3d="own")
+    with pytest.raises(ValueError, match="pass depth_head"):
+        MemoryStream(world.model, world.ae, mem, world.config.sample, np.eye(3))

@@ -1,0 +1,137 @@
+"""A rollout with memory: the KV window plus what `config.memory` carries past it.
+
+`MemoryStream` generates chunk after chunk like `sampler.rollout`, and before each chunk
+gathers its memory:
+
+- the **sink** and the chunks **retrieved** by field-of-view overlap with the chunk's
+  cameras (`retrieval.select_memory`, the same rule as in training) from a `ChunkBank` of
+  every chunk so far, given to the model as `MemoryChunks` (padded to a fixed number of
+  slots, so every chunk costs the same);
+- the **3D cache**: past frames (the model's own, every `cache_stride`-th) fused into a
+  `PointCache` with depth from the engine ("oracle") or from a depth head on the model's
+  own frames ("own"), rendered into the chunk's cameras, encoded, with its coverage.
+
+The stream keeps no frames it does not need: latents and poses in the bank, points in the
+cache. `observe` hands it each decoded chunk (and the engine's depth, read only by the
+oracle cache).
+
+Shape legend: f frames per chunk, c latent channels, h w latent size, H W frame size,
+k memory slots.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from ..config import MemoryConfig, SampleConfig
+from ..model.autoencoder import frames_to_tensor
+from ..model.memory_tokens import MemoryChunks
+from ..model.sampler import append_generated, sample_chunk
+from .cache3d import PointCache
+from .retrieval import ChunkBank
+
+CACHE_VOXEL_M = 0.05  # point-cache cell: about a pixel at 3 m in a 64-pixel frame
+CACHE_SPLAT = 2  # pixels per rendered point: fills the gaps between sparse points
+
+
+def cache_latent(autoencoder, points: PointCache, c2w: np.ndarray, K: np.ndarray, size: int,
+                 device) -> torch.Tensor:
+    """The point cache rendered into cameras c2w (f, 4, 4), encoded: (1, f, c + 1, h, w),
+    the latent of the render and the share of each latent cell the render covers."""
+    rgb, cover = [], []
+    for pose in c2w:
+        im, _, mask = points.render(pose, K, size, size, splat=CACHE_SPLAT)
+        rgb.append(im)
+        cover.append(mask)
+    lat = autoencoder.encode(frames_to_tensor(np.stack(rgb))[None].to(device))  # (1, f, c, h, w)
+    mask = torch.as_tensor(np.stack(cover), dtype=lat.dtype, device=device)[:, None]
+    cov = F.adaptive_avg_pool2d(mask, lat.shape[-2:])[None]  # (1, f, 1, h, w)
+    return torch.cat([lat * (cov > 0), cov], dim=2)
+
+
+class MemoryStream:
+    """One rollout of `model` with the memory `memory` (see the module docstring); K are
+    the cameras' intrinsics at the frame size, `depth_head` (frames -> depth) is needed for
+    memory.cache3d = "own"."""
+
+    def __init__(self, model, autoencoder, memory: MemoryConfig, sample: SampleConfig, K,
+                 depth_head=None):
+        if memory.cache3d == "own" and depth_head is None:
+            raise ValueError("memory.cache3d='own' fuses the model's frames with its own depth: "
+                             "pass depth_head (a world's depth head, see train.depth_head)")
+        self.model, self.ae, self.memory, self.sample = model, autoencoder, memory, sample
+        self.K, self.depth_head = np.asarray(K, np.float64), depth_head
+        self.cache = model.new_cache(1)
+        self.bank = ChunkBank()
+        self.points = PointCache(CACHE_VOXEL_M) if memory.cache3d != "off" else None
+        self.slots = int(memory.sink) + memory.retrieve
+        self.last_memory: list[int] = []
+        self.last_tokens = 0
+        self._frames = 0  # frames observed (for the cache stride)
+
+    @property
+    def device(self):
+        return next(self.model.parameters()).device
+
+    def start(self, latents: torch.Tensor, cond: dict, rgb: np.ndarray, depth=None) -> None:
+        """The first chunk (1, f, c, h, w), true: into the cache, the bank, the 3D cache."""
+        self.model.append_chunk(latents, self.cache, defer=True, **cond)
+        self.bank.add(latents[0], cond["c2w"][0].double().cpu().numpy())
+        self.observe(rgb, depth)
+
+    def _memory(self, c2w: np.ndarray, hw: tuple[int, int]) -> MemoryChunks | None:
+        """The sink and retrieved chunks for a chunk at cameras c2w (f, 4, 4), padded to
+        the stream's slots; None when the world has no memory attention."""
+        if self.slots == 0:
+            return None
+        m = self.memory
+        picked = self.bank.select(c2w, self.model.config.window_chunks, m.retrieve, m.sink,
+                                  self.K, hw)
+        self.last_memory = list(picked)
+        lat0 = self.bank.latents([0])[0]
+        lat = torch.zeros((self.slots, *lat0.shape), dtype=lat0.dtype)
+        poses = np.repeat(c2w[None], self.slots, 0)  # padding slots: any finite pose
+        if picked:
+            lat[:len(picked)] = torch.as_tensor(self.bank.latents(picked))
+            poses[:len(picked)] = self.bank.poses(picked)
+        valid = torch.zeros(1, self.slots, dtype=torch.bool)
+        valid[0, :len(picked)] = True
+        self.last_tokens = len(picked) * self.model.memory_encoder.per_chunk
+        return MemoryChunks(lat[None], torch.as_tensor(poses, dtype=torch.float32)[None],
+                            valid).to(self.device)
+
+    @torch.no_grad()
+    def step(self, noise: torch.Tensor, cond: dict, steps: int | None = None) -> torch.Tensor:
+        """Generate the next chunk (1, f, c, h, w) from noise with the conditions `cond`
+        (actions, c2w (1, f, 4, 4), text), read memory, append it to the KV cache and the
+        bank. `observe` must follow with its decoded frames when the world has a 3D cache."""
+        c2w = cond["c2w"][0].double().cpu().numpy()
+        size = noise.shape[-1] * self.ae.downsample
+        extra = {"memory": self._memory(c2w, (size, size))}
+        if self.points is not None:
+            extra["cache_latent"] = cache_latent(self.ae, self.points, c2w, self.K, size,
+                                                 self.device)
+        s = self.sample
+        x = sample_chunk(self.model, self.cache, noise, steps or s.steps, s.solver, s.guidance,
+                         **cond, **extra)
+        append_generated(self.model, self.cache, x, s.context_noise, **cond)
+        self.bank.add(x[0], c2w)
+        return x
+
+    def observe(self, rgb: np.ndarray, depth=None) -> None:
+        """The decoded frames (f, H, W, 3) of the last chunk (and the engine's depth (f, H,
+        W), read by the oracle cache only): fused into the 3D cache."""
+        if self.points is None:
+            return
+        c2w = self.bank.poses([len(self.bank) - 1])[0]
+        if self.memory.cache3d == "own":
+            depth = self.depth_head.predict(rgb)
+        elif depth is None:
+            raise ValueError("memory.cache3d='oracle' fuses the engine's depth: observe needs "
+                             "depth (f, H, W)")
+        for i in range(len(rgb)):
+            if (self._frames + i) % self.memory.cache_stride == 0:
+                self.points.fuse(rgb[i], depth[i], c2w[i], self.K)
+        self._frames += len(rgb)

@@ -1,0 +1,225 @@
+"""The memory ablation's recipe: a world fine-tuned from another's weights with one memory
+mechanism switched on (`config.memory`), the same data, steps and start for every variant.
+`python -m worldlab train memory`, `scripts/train_memory.sh` and notebook 04 call
+`finetune`.
+
+    run = wl.train.memory.finetune("data/checkpoints/doom64_teacher", "retrieval", store,
+                                   "runs/memory/retrieval", steps=300)
+
+A training sample is a clip of `data.clip_chunks` chunks (the KV window and the chunk to
+learn, teacher forced) plus that chunk's memory, chosen from the same episode by the rule
+play uses (`memory.retrieval.select_memory`: the sink, the chunks older than the window
+whose view overlaps the target's most) and its 3D-cache render (past engine frames fused
+with the engine's depth, or the depth head's, rendered into the target's cameras,
+encoded). New parameters start at zero effect (`load_base`), so step 0 is the start world.
+
+Shape legend: N clips, b batch, k memory slots, f frames per chunk, c h w latent channels
+and size.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from ..config import (DistillConfig, MemoryConfig, ModelConfig, WorldConfig,
+                      memory_model_fields)
+from ..episodes import ClipTensors, EpisodeStore
+from ..episodes.datasets import clip_windows
+from ..memory.cache3d import PointCache
+from ..memory.retrieval import select_memory
+from ..memory.stream import CACHE_VOXEL_M, cache_latent
+from ..pretrained import load_world, resolve_checkpoint
+from .checkpoints import read_weights
+from .long_horizon import FINETUNE
+from .recipes import world
+
+# each variant's memory section (on top of none) and model fields; "none" is the baseline:
+# the same fine-tune with no memory
+VARIANTS: dict[str, dict[str, dict]] = {
+    "none": {},
+    "sink": {"memory": {"sink": True}},
+    "retrieval": {"memory": {"retrieve": 1}},
+    "tokens": {"memory": {"retrieve": 1}, "model": {"memory_compress": 8}},
+    "cache3d_oracle": {"memory": {"cache3d": "oracle"}},
+    "cache3d_own": {"memory": {"cache3d": "own"}},
+    "sink+tokens+cache3d_own": {"memory": {"sink": True, "retrieve": 1, "cache3d": "own"},
+                                "model": {"memory_compress": 8}},
+}
+
+
+def variant_config(base: WorldConfig, variant: str, steps: int, batch_size: int,
+                   tokens_per_frame: int, seed: int = 0, checkpoint_every: int = 20
+                   ) -> WorldConfig:
+    """`base` (the start world's config) with the fine-tune settings of the long-horizon
+    comparison (teacher forcing: memory is read by the chunk being learned), the budget, and
+    `variant`'s memory with the model fields it needs (`memory_model_fields`, for
+    `tokens_per_frame` latent patches per frame)."""
+    if variant not in VARIANTS:
+        raise ValueError(f"unknown memory variant {variant!r}; expected one of "
+                         f"{tuple(VARIANTS)}")
+    d = base.to_dict()
+    d["train"].update(FINETUNE, steps=steps, batch_size=batch_size, seed=seed,
+                      checkpoint_every=checkpoint_every)
+    d["distill"] = dataclasses.asdict(DistillConfig())  # a flow-matching world again
+    d["memory"] = dataclasses.asdict(MemoryConfig())
+    for section, fields in VARIANTS[variant].items():
+        d[section].update(fields)
+    d["model"].update(memory_model_fields(MemoryConfig(**d["memory"]),
+                                          ModelConfig(**d["model"]), tokens_per_frame))
+    return WorldConfig.from_dict(d)
+
+
+def load_base(model, init: Path) -> None:
+    """Start `model` from the weights at `init`, a world model without (or with less)
+    memory: every tensor of the same name and shape is copied; the patch embedding of a
+    model with a 3D-cache input keeps the init's columns for the latent channels and zero
+    for the cache's (so the cache starts with no effect); the memory parameters keep their
+    initialisation (their output projections are zero). Any other difference is an error."""
+    tensors, where = read_weights(Path(init))
+    own = model.state_dict()
+    unexpected = sorted(set(tensors) - set(own))
+    if unexpected:
+        raise ValueError(f"{where} has {unexpected[0]!r}, which this model does not")
+    state = {}
+    for name, value in own.items():
+        if name not in tensors:
+            if "memory" not in name:
+                raise ValueError(f"{where} has no {name!r} (only memory parameters may be new)")
+            state[name] = value
+            continue
+        old = tensors[name].to(value.dtype)
+        if old.shape == value.shape:
+            state[name] = old
+        elif name == "patch_in.weight" and old.shape[0] == value.shape[0] \
+                and old.shape[1] < value.shape[1]:
+            state[name] = torch.cat([old, old.new_zeros(old.shape[0],
+                                                        value.shape[1] - old.shape[1])], 1)
+        else:
+            raise ValueError(f"{where}: {name} is {tuple(old.shape)}, this model's "
+                             f"{tuple(value.shape)}")
+    model.load_state_dict(state, strict=True)
+
+
+# ----------------------------------------------------------------------------------------
+# Training clips with their memory
+# ----------------------------------------------------------------------------------------
+
+
+class MemoryClips(ClipTensors):
+    """`ClipTensors` whose clips also carry the last chunk's memory: `gather` adds
+    memory_latents (b, k, f, c, h, w), memory_c2w (b, k, f, 4, 4), memory_valid (b, k)
+    (k = sink + retrieve slots, chosen by `select_memory` from the clip's episode) and,
+    with `cache3d` latents (N, f, c + 1, h, w) given, cache_latent (b, t, c + 1, h, w):
+    zero (no cache) on the context frames, the render on the last chunk's."""
+
+    def __init__(self, store, latents, clip_frames: int, chunk_frames: int, memory, K,
+                 hw: tuple[int, int], window: int, ids=None, device="cpu", cache3d=None):
+        store = store if isinstance(store, EpisodeStore) else EpisodeStore(store)
+        super().__init__(store, latents, clip_frames, chunk_frames, chunk_frames, ids, device)
+        self.slots = int(memory.sink) + memory.retrieve
+        rows, valid = self._memory_rows(store, memory, K, hw, window) if self.slots \
+            else ([[]] * len(self), [[]] * len(self))
+        self.memory_rows = torch.tensor(rows, device=self.device)  # (N, k) first rows
+        self.memory_valid = torch.tensor(valid, device=self.device)  # (N, k)
+        self.cache3d = None if cache3d is None else cache3d.to(self.device)
+        self._chunk = torch.arange(chunk_frames, device=self.device)
+
+    def _memory_rows(self, store, memory, K, hw, window) -> tuple[list, list]:
+        """Per clip: the first row of each memory slot's chunk (padding slots: the clip's
+        own row, masked) and which slots are valid."""
+        f, n = self.chunk_frames, self.clip_frames // self.chunk_frames
+        rows, valid, chunks = [], [], {}
+        for (episode_id, start), row in zip(self.windows, self.first.tolist()):
+            base = row - start  # the episode's frame 0
+            if episode_id not in chunks:  # (n_chunks, f, 4, 4) poses of its whole chunks
+                t = store.index[episode_id]["frames"] // f * f
+                chunks[episode_id] = self.c2w[base:base + t].double().cpu().numpy() \
+                    .reshape(-1, f, 4, 4)
+            picked = select_memory(chunks[episode_id], start // f + n - 1, window,
+                                   memory.retrieve, memory.sink, K, hw)
+            rows.append([base + i * f for i in picked] + [row] * (self.slots - len(picked)))
+            valid.append([True] * len(picked) + [False] * (self.slots - len(picked)))
+        return rows, valid
+
+    def gather(self, indices: list[int]) -> dict[str, torch.Tensor]:
+        batch = super().gather(indices)
+        if self.slots == 0 and self.cache3d is None:
+            return batch
+        idx = torch.as_tensor(indices, device=self.device)  # (b,)
+        if self.slots:
+            rows = self.memory_rows[idx][..., None] + self._chunk  # (b, k, f)
+            batch.update(memory_latents=self.latents[rows].float(),
+                         memory_c2w=self.c2w[rows], memory_valid=self.memory_valid[idx])
+        if self.cache3d is not None:
+            lat = batch["latents"]
+            cache = lat.new_zeros(*lat.shape[:2], lat.shape[2] + 1, *lat.shape[3:])
+            cache[:, -self.chunk_frames:] = self.cache3d[idx].float()
+            batch["cache_latent"] = cache
+        return batch
+
+
+@torch.no_grad()
+def cache3d_latents(store: EpisodeStore, windows: list[tuple[str, int]], clip_frames: int,
+                    chunk_frames: int, autoencoder, mode: str, stride: int, depth_head=None,
+                    progress=None) -> torch.Tensor:
+    """The 3D-cache input of each clip's last chunk (N, f, c + 1, h, w) float16: the engine's
+    frames before that chunk (every `stride`-th), fused with the engine's depth ("oracle")
+    or the depth head's ("own"), rendered into its cameras and encoded (`cache_latent`,
+    as `MemoryStream` does in play)."""
+    f, out, current = chunk_frames, [], None
+    device = next(autoencoder.parameters()).device
+    for episode_id, start in windows:  # grouped by episode, starts increasing
+        if episode_id != current:
+            current, ep, fused = episode_id, store.read(episode_id), 0
+            points, K = PointCache(CACHE_VOXEL_M), ep.K[0]
+            depth = ep.depth if mode == "oracle" else depth_head.predict(ep.rgb)
+        target = start + clip_frames - f  # the last chunk's first frame
+        for i in range(fused, target):
+            if i % stride == 0:
+                points.fuse(ep.rgb[i], depth[i], ep.c2w[i], K)
+        fused = target
+        out.append(cache_latent(autoencoder, points, ep.c2w[target:target + f], K,
+                                ep.rgb.shape[1], device)[0].half().cpu())
+        if progress is not None:
+            progress(1)
+    return torch.stack(out)
+
+
+def finetune(start, variant: str, store, out=None, *, steps: int = 300, batch_size: int = 16,
+             seed: int = 0, ids: list[str] | None = None, depth_head=None,
+             device: str = "auto", resume: bool = False, callbacks=(), on_start=None,
+             progress=None):
+    """Fine-tune the world directory `start` with the memory `variant` on clips of episodes
+    `ids` (default all) of a store (latents of its autoencoder, `<store>/latents`, encoded
+    where missing). `depth_head` (see `train.depth_head`) is needed by the "own" 3D cache.
+    With `out`: resumable checkpoints, `ema/` and the rest that `package` assembles with
+    `start`'s autoencoder. Returns the `WorldRun`."""
+    w = load_world(resolve_checkpoint(start), device="cpu")
+    m = w.model.config
+    cfg = variant_config(w.config, variant, steps, batch_size,
+                         (m.latent_size // m.patch_size) ** 2, seed)
+    if cfg.memory.cache3d == "own" and depth_head is None:
+        raise ValueError(f"memory variant {variant!r} fuses the depth head's depth: pass "
+                         f"depth_head (python -m worldlab train depth-head)")
+    store = store if isinstance(store, EpisodeStore) else EpisodeStore(store)
+    f, size = m.chunk_frames, w.size
+
+    def clips(store, cache, ids, data_device):
+        first = store.read(ids[0])
+        clip_frames = f * cfg.data.clip_chunks
+        c3d = None
+        if cfg.memory.cache3d != "off":
+            windows = clip_windows(store, clip_frames, f, f, ids)
+            c3d = cache3d_latents(store, windows, clip_frames, f, w.ae, cfg.memory.cache3d,
+                                  cfg.memory.cache_stride, depth_head, progress)
+        return MemoryClips(store, cache, clip_frames, f, cfg.memory, first.K[0],
+                           (size, size), cfg.model.window_chunks, ids, data_device, c3d)
+
+    return world(store, cfg, out, autoencoder=Path(w.path) / "autoencoder",
+                 captions=w.captions, ids=ids, init=None if resume else Path(w.path) / "world",
+                 device=device, resume=resume, callbacks=callbacks, on_start=on_start,
+                 clips=clips, load_init=load_base)
