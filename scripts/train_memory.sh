@@ -7,9 +7,11 @@
 # `eval --suite revisit` with SAMPLE_STEPS Euler steps on held-out leave-and-return and
 # asymmetric-return walks. Every stage resumes where it stopped.
 #   bash scripts/train_memory.sh data                      # record + encode the store
+#   bash scripts/train_memory.sh depth                     # the depth head ("own" depth)
 #   bash scripts/train_memory.sh train VARIANT [SEED]      # one run (1 thread)
 #   bash scripts/train_memory.sh package                   # every finished run
-#   bash scripts/train_memory.sh report [NAME...]          # the revisit suite
+#   bash scripts/train_memory.sh validate [NAME...]        # validation walks (choose here)
+#   bash scripts/train_memory.sh report [NAME...]          # the reported walks
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${PY:-.venv/bin/python}
@@ -19,6 +21,7 @@ TEACHER=${TEACHER:-data/checkpoints/doom64_teacher}
 STEPS=${STEPS:-400}
 EPISODES=${EPISODES:-300}
 SAMPLE_STEPS=${SAMPLE_STEPS:-8}
+DEPTH_HEAD=${DEPTH_HEAD:-$RUN/depth_head}  # the "own" 3D cache's (train depth-head)
 
 data() {
   [ -f "$DATA/index.json" ] || $PY -m worldlab data record --preset small --episodes 600 \
@@ -27,6 +30,11 @@ data() {
   $PY -c "from worldlab.train.recipes import fill_latents; from worldlab.episodes import \
 EpisodeStore, LatentCache; s = EpisodeStore('$DATA'); \
 print(fill_latents(s, LatentCache(s.root / 'latents'), '$TEACHER/autoencoder', 'cpu'), 'encoded')"
+}
+
+depth() {
+  [ -d "$DEPTH_HEAD/model" ] || OMP_NUM_THREADS=${THREADS:-1} $PY -m worldlab train depth-head \
+    --data "$DATA" --out "$DEPTH_HEAD" --steps 800 --batch-size 64 --device cpu
 }
 
 train() {  # variant [seed]
@@ -38,7 +46,8 @@ train() {  # variant [seed]
   [ -d "$out/checkpoints" ] && resume=(--resume)
   OMP_NUM_THREADS=${THREADS:-1} $PY -m worldlab train memory --start "$TEACHER" \
     --variant "$variant" --seed "$seed" --data "$DATA" --episodes "$EPISODES" \
-    --steps "$STEPS" --batch-size 16 --device cpu --out "$out" "${resume[@]}"
+    --steps "$STEPS" --batch-size 16 --device cpu --depth-head "$DEPTH_HEAD/model" \
+    --out "$out" "${resume[@]}"
 }
 
 package() {
@@ -46,24 +55,30 @@ package() {
     local name; name=$(basename "$run")
     if [ -d "$run/ema" ] && [ ! -d "$RUN/worlds/$name" ]; then
       $PY -m worldlab train package --autoencoder "$TEACHER/autoencoder" --world "$run" \
-        --out "$RUN/worlds/$name"
+        --depth-head "$DEPTH_HEAD/model" --out "$RUN/worlds/$name"
     fi
   done
 }
 
-report() {  # [names...]: the given worlds, or every packaged one
+VALIDATION_SEED=1000500  # protocols.HELDOUT_SEED + 500: never a reported walk
+
+score() {  # out-dir seed walks [names...]: the given worlds, or every packaged one
+  local out=$1 seed=$2 walks=$3; shift 3
   local models=()
   if [ $# -eq 0 ]; then set -- $(ls "$RUN/worlds"); fi
   for name in "$@"; do models+=(--model "$name=$RUN/worlds/$name"); done
   OMP_NUM_THREADS=${THREADS:-2} $PY -m worldlab eval --suite revisit "${models[@]}" \
-    --episodes "${WALKS:-6}" --steps "$SAMPLE_STEPS" --threads "${THREADS:-2}" --device cpu \
-    --out "$RUN/eval"
+    --episodes "$walks" --seed "$seed" --steps "$SAMPLE_STEPS" --threads "${THREADS:-2}" \
+    --device cpu --out "$out"
 }
 
 case "${1:-}" in
   data) data ;;
+  depth) depth ;;
   train) train "$2" "${3:-0}" ;;
   package) package ;;
-  report) shift; report "$@" ;;
-  *) echo "usage: $0 data | train VARIANT [SEED] | package | report [NAME...]" >&2; exit 2 ;;
+  validate) shift; score "$RUN/validate" "$VALIDATION_SEED" "${WALKS:-4}" "$@" ;;
+  report) shift; score "$RUN/eval" 1000000 "${WALKS:-8}" "$@" ;;
+  *) echo "usage: $0 data | train VARIANT [SEED] | package | validate|report [NAME...]" >&2
+     exit 2 ;;
 esac

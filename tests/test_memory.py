@@ -166,3 +166,29 @@ def test_stream_bad_setups_raise(world):
     mem = dataclasses.replace(world.config.memory, cache3d="own")
     with pytest.raises(ValueError, match="pass depth_head"):
         MemoryStream(world.model, world.ae, mem, world.config.sample, np.eye(3))
+
+
+def test_play_streams_with_memory_and_takes_back_a_failed_chunk(tmp_path, world_dir, store):
+    from worldlab.camera import Action
+    from worldlab.play.session import WorldSession
+    from worldlab.play import saved
+
+    finetune(world_dir, "retrieval", store, tmp_path / "run", steps=1, batch_size=2)
+    wl.train.package(world_dir / "autoencoder", tmp_path / "run", tmp_path / "w")
+    session = WorldSession(load_world(tmp_path / "w", device="cpu"), steps=1, twin=False)
+    session.reset(engine="procedural", seed=0)
+    memory = session.state.memory
+    assert memory is not None and len(memory.bank) == 1  # the context chunk
+    for _ in range(12):
+        session.step(Action(yaw=30.0))
+    assert len(memory.bank) == 1 + 3  # three chunks made
+    chunks, keys = len(memory.bank), session.state.cache.snapshot()[2]
+
+    def broken(*args, **kwargs):
+        raise RuntimeError("decoder down")
+    session.world.decode = broken
+    with pytest.raises(RuntimeError, match="decoder down"):
+        session.step_chunk(Action(yaw=30.0))
+    assert len(memory.bank) == chunks and session.state.cache.chunks == keys
+    with pytest.raises(saved.SaveError, match="memory cannot be saved"):
+        session.save(tmp_path / "save")

@@ -142,10 +142,11 @@ def project(points: np.ndarray, K: np.ndarray, c2w: np.ndarray) -> tuple[np.ndar
     if points.shape[-1] != 3:
         raise ValueError(f"points must have shape (..., 3), got {points.shape}")
     R, t = c2w[:3, :3], c2w[:3, 3]
-    cam = (points - t) @ R  # (..., 3), i.e. R^T (p - t)
+    # flat (n, 3) @ (3, 3): one BLAS call (a batched (..., m, 3) matmul is ~10x slower)
+    cam = ((points - t).reshape(-1, 3) @ R).reshape(points.shape)  # R^T (p - t)
     z = cam[..., 2]
     with np.errstate(divide="ignore", invalid="ignore"):
-        uvw = cam @ K.T
+        uvw = (cam.reshape(-1, 3) @ K.T).reshape(points.shape)
         uv = uvw[..., :2] / uvw[..., 2:3]
     return uv, z
 

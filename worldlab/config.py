@@ -321,6 +321,11 @@ RULES: dict[str, dict[str, tuple]] = {
 }
 
 
+def uses_memory(memory: "MemoryConfig") -> bool:
+    """Whether a memory section switches anything on."""
+    return memory.sink or memory.retrieve > 0 or memory.cache3d != "off"
+
+
 def memory_model_fields(memory: "MemoryConfig", model: "ModelConfig", tokens_per_frame: int
                         ) -> dict:
     """The model fields a memory section needs: memory_tokens (every sink and retrieved

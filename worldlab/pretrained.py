@@ -12,6 +12,8 @@ Layout of a world directory (every weight file is safetensors, every config JSON
     <dir>/fast_decoder/     optional: FastDecoder.save_pretrained, a small decoder distilled
                             from the autoencoder's (`train decoder`), used for play when
                             `sample.decoder` is "fast"
+    <dir>/depth_head/       optional: DepthHead.save_pretrained, depth from the model's own
+                            frames for a memory world's 3D cache (`memory.cache3d="own"`)
 
 `World` bundles the pieces with the conversions every front end needs (uint8 frames <->
 latents, captions -> embeddings) and is shared by evaluation and play.
@@ -38,6 +40,7 @@ from .atomic import atomic_dir
 from .config import WorldConfig
 from .loading import load_module, read_json
 from .model.autoencoder import VideoAutoencoder, frames_to_tensor, tensor_to_frames
+from .model.depth_head import DepthHead
 from .model.dit import WorldModel
 from .model.fast_decoder import FastDecoder, check_decoder_pair
 from .model.inference import prepare_for_inference, with_sample_overrides
@@ -46,6 +49,7 @@ from .paths import ROOT
 
 CAPTIONS_FILE = "captions.safetensors"
 FAST_DECODER = "fast_decoder"  # the optional subfolder of a world directory
+DEPTH_HEAD = "depth_head"  # another: a memory world's depth head (memory.cache3d="own")
 DEFAULT_WORLD = Path("data") / "checkpoints" / "doom64"  # the shipped world, under ROOT
 
 
@@ -66,6 +70,7 @@ class World:
     path: Path | None = None
     captions: CaptionTable = field(default_factory=CaptionTable)
     fast_decoder: torch.nn.Module | None = None  # a FastDecoder of ae's latents, or None
+    depth_head: torch.nn.Module | None = None  # frames -> depth, for memory.cache3d="own"
 
     @property
     def chunk_frames(self) -> int:
@@ -153,19 +158,27 @@ def load_world(path: str | Path, device: str = "auto", subfolder: str = "world",
         check_decoder_pair(ae, fast, path / FAST_DECODER)
     captions = CaptionTable.load(path / CAPTIONS_FILE) if (path / CAPTIONS_FILE).exists() \
         else CaptionTable()
-    return prepare_for_inference(World(ae, model, cfg, dev, path, captions, fast))
+    depth = None
+    if (path / DEPTH_HEAD).exists():
+        depth = load_module(DepthHead, path / DEPTH_HEAD).float().to(dev).eval()
+    elif cfg.memory.cache3d == "own":
+        raise ValueError(f"world {path}: memory.cache3d='own' needs its depth head, expected "
+                         f"{path / DEPTH_HEAD}/ (package_world(depth_head=...))")
+    return prepare_for_inference(World(ae, model, cfg, dev, path, captions, fast, depth))
 
 
 def package_world(autoencoder: str | Path, world: str | Path, config: str | Path,
                   out: str | Path, captions: str | Path | None = None, half: bool = True,
                   max_shard_size: str = "10MB", fast_decoder: str | Path | None = None,
-                  records: tuple[str | Path, ...] = ()) -> Path:
+                  records: tuple[str | Path, ...] = (), depth_head: str | Path | None = None
+                  ) -> Path:
     """Assemble a world directory from training outputs, atomically.
 
     autoencoder, world: `save_pretrained` directories (e.g. runs/ae/model, runs/world/ema);
     config: the run's world_config.json; captions: its captions.safetensors; fast_decoder:
     a FastDecoder directory (`train decoder`'s out/model), checked against the autoencoder;
-    records: JSON files copied as they are (e.g. a student's distill_run.json).
+    records: JSON files copied as they are (e.g. a student's distill_run.json); depth_head:
+    a DepthHead directory (`train depth-head`'s out/model), what memory.cache3d="own" reads.
     `half` stores float16 weights (loading casts back to float32); shards keep every file
     small.
     """
@@ -175,6 +188,8 @@ def package_world(autoencoder: str | Path, world: str | Path, config: str | Path
         check_decoder_pair(load_module(VideoAutoencoder, Path(autoencoder)),
                            load_module(FastDecoder, Path(fast_decoder)), Path(fast_decoder))
         parts.append((FastDecoder, fast_decoder, FAST_DECODER))
+    if depth_head is not None:
+        parts.append((DepthHead, depth_head, DEPTH_HEAD))
 
     def write(tmp: Path) -> None:
         for cls, src, name in parts:

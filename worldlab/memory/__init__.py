@@ -1,9 +1,13 @@
-"""Memory: what carries the past beyond the KV-cache window.
+"""Memory: what carries the past beyond the KV-cache window (the switches are
+`config.MemoryConfig`; see docs/design.md).
 
     cache3d   unproject frames with depth and poses, warp them into another view, a fused
               point cache with a z-buffered render, reprojection error
-    retrieval past chunks chosen by field-of-view overlap with the next chunk (WorldPlay)
+    retrieval the one rule that picks a chunk's memory: the sink and the past chunks whose
+              view overlaps the next chunk's most (WorldPlay); the chunk bank of a rollout
+    stream    a rollout with memory (`MemoryStream`): the bank, the 3D cache rendered into
+              each new chunk's cameras, the KV window
 
-Retrieved frames, compressed memory tokens and the attention sink land here as their
-switches are built (see docs/design.md).
+The network half (memory tokens, their compression, the gated memory attention) lives with
+the world model, in `model/memory_tokens.py` and `model/dit.py`.
 """

@@ -54,16 +54,16 @@ def cache_latent(autoencoder, points: PointCache, c2w: np.ndarray, K: np.ndarray
 class MemoryStream:
     """One rollout of `model` with the memory `memory` (see the module docstring); K are
     the cameras' intrinsics at the frame size, `depth_head` (frames -> depth) is needed for
-    memory.cache3d = "own"."""
+    memory.cache3d = "own"; `cache` a KV cache to stream on (default a new one)."""
 
     def __init__(self, model, autoencoder, memory: MemoryConfig, sample: SampleConfig, K,
-                 depth_head=None):
+                 depth_head=None, cache=None):
         if memory.cache3d == "own" and depth_head is None:
             raise ValueError("memory.cache3d='own' fuses the model's frames with its own depth: "
                              "pass depth_head (a world's depth head, see train.depth_head)")
         self.model, self.ae, self.memory, self.sample = model, autoencoder, memory, sample
         self.K, self.depth_head = np.asarray(K, np.float64), depth_head
-        self.cache = model.new_cache(1)
+        self.cache = model.new_cache(1) if cache is None else cache
         self.bank = ChunkBank()
         self.points = PointCache(CACHE_VOXEL_M) if memory.cache3d != "off" else None
         self.slots = int(memory.sink) + memory.retrieve
@@ -119,6 +119,19 @@ class MemoryStream:
         append_generated(self.model, self.cache, x, s.context_noise, **cond)
         self.bank.add(x[0], c2w)
         return x
+
+    def snapshot(self) -> tuple:
+        """What `restore` needs to take back the chunks made after it (the KV cache has its
+        own snapshot; the point cache's arrays are replaced, never written in place)."""
+        p = self.points
+        return (len(self.bank), self._frames, list(self.last_memory), self.last_tokens,
+                None if p is None else (p.points, p.colors, p._keys))
+
+    def restore(self, snapshot: tuple) -> None:
+        n, self._frames, self.last_memory, self.last_tokens, points = snapshot
+        self.bank.truncate(n)
+        if points is not None:
+            self.points.points, self.points.colors, self.points._keys = points
 
     def observe(self, rgb: np.ndarray, depth=None) -> None:
         """The decoded frames (f, H, W, 3) of the last chunk (and the engine's depth (f, H,

@@ -10,7 +10,7 @@ the frame is folded 2x2 into channels (`PixelUnshuffle`), two coordinate channel
 (in DOOM the image row says much about the floor's and ceiling's distance, and zero padding
 alone tells a convolution little about where it is), and the last level predicts 2x2
 pixels per position (`PixelShuffle`). With the default channels (16, 32, 64) it has ~120 k
-parameters and costs ~29 M multiply-adds a 64 px frame:
+parameters and costs ~31 M multiply-adds a 64 px frame:
 
     level   resolution   channels
     0       h/2          16       unshuffle + coords (14) -> block; skip

@@ -56,11 +56,12 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from ..camera import ACTION_WIDTH, Action, actions_from_poses, check_c2w, pose_from_heading, \
-    step_pose
-from ..config import check_sampling_steps
+from ..camera import ACTION_WIDTH, Action, actions_from_poses, check_c2w, intrinsics_from_fov, \
+    pose_from_heading, step_pose
+from ..config import check_sampling_steps, uses_memory
 from ..engines import make_engine
 from ..episodes import CHARACTER, SCENES
+from ..memory.stream import MemoryStream
 from ..metrics import frame_psnr
 from ..model.sampler import append_generated, sample_chunk
 from ..model.textenc import check_prompt
@@ -145,9 +146,9 @@ class WorldSession:
         (t a multiple of chunk_frames) at poses `c2w` (t, 4, 4) (default: all at the
         origin facing +x). Returns the last context frame as step 0."""
         if frames is not None:
-            rgb, poses, scene, eng = self._user_context(frames, c2w)
+            rgb, poses, scene, eng, K = self._user_context(frames, c2w)
         else:
-            rgb, poses, scene, eng = self._engine_context(engine, seed)
+            rgb, poses, scene, eng, K = self._engine_context(engine, seed)
         cache = self.world.model.new_cache(1)
         t = len(rgb)
         actions = np.zeros((t, ACTION_WIDTH), np.float32)
@@ -160,9 +161,10 @@ class WorldSession:
                 s = slice(j * self.f, (j + 1) * self.f)
                 self.world.model.append_chunk(latents[:, s], cache, defer=True,
                                               **self._cond(actions[s], poses[s], text))
+            memory = self._memory_stream(cache, latents, rgb, poses, K)
         self.close()
         self.engine = eng
-        self.state = SessionState(
+        self.state = SessionState(memory=memory,
             cache=cache, rng=torch.Generator().manual_seed(int(seed)),
             engine_name=engine if frames is None else None, seed=seed, scene=scene,
             pose=poses[-1].copy(), gen_pose=poses[-1].copy(), last_frame=rgb[-1].copy(),
@@ -181,7 +183,7 @@ class WorldSession:
             engine.close()
             engine = None
         return (np.stack([o.rgb for o in obs]), np.stack([o.c2w for o in obs]),
-                SCENES.get(name, name), engine)
+                SCENES.get(name, name), engine, obs[0].K)
 
     def _open_engine(self, name: str, seed: int, log: bytes = b"", prompts=None):
         """An engine at its first chunk (reset + f - 1 no-op steps), then through the
@@ -213,7 +215,24 @@ class WorldSession:
                 raise ValueError(f"c2w must be ({len(rgb)}, 4, 4), one pose per frame; got "
                                  f"{poses.shape}")
         scene = SCENES.get(self.world.config.data.engine, self.world.config.data.engine)
-        return rgb, np.array(poses), scene, None
+        return rgb, np.array(poses), scene, None, intrinsics_from_fov(s, s, 90.0)
+
+    def _memory_stream(self, cache, latents, rgb, poses, K) -> MemoryStream | None:
+        """For a world with memory: a MemoryStream on the session's cache that has seen the
+        context chunks (in its bank and 3D cache); None for a world without."""
+        world = self.world
+        if not uses_memory(world.config.memory):
+            return None
+        if world.config.memory.cache3d == "oracle":
+            raise ValueError("memory.cache3d='oracle' fuses the engine's depth, which play "
+                             "does not read: play a world with cache3d='own' (its depth head)")
+        stream = MemoryStream(world.model, world.ae, world.config.memory, world.config.sample,
+                              K, depth_head=world.depth_head, cache=cache)
+        for j in range(len(rgb) // self.f):
+            part = slice(j * self.f, (j + 1) * self.f)
+            stream.bank.add(latents[0, part], poses[part])
+            stream.observe(rgb[part])
+        return stream
 
     def close(self) -> None:
         if self.engine is not None:
@@ -293,7 +312,8 @@ class WorldSession:
         world, s, t0 = self.world, self.state, time.perf_counter()
         poses = None if self.engine is not None else self._integrate(actions)
         text = self._text(s.scene, fresh or s.event)  # a new prompt is encoded once, cached
-        before = s.rng.get_state(), s.cache.snapshot()
+        before = (s.rng.get_state(), s.cache.snapshot(),
+                  None if s.memory is None else s.memory.snapshot())
         t_text = time.perf_counter()
         try:
             twin = self._step_twin(actions, fresh) if self.engine is not None else None
@@ -302,16 +322,24 @@ class WorldSession:
             vec = np.stack([a.to_vector() for a in actions])  # (f, a)
             cond = self._cond(vec, poses, text)
             noise = torch.randn((1, self.f, *self._latent_shape()), generator=s.rng)
-            x0 = sample_chunk(world.model, s.cache, noise.to(world.device), self.steps,
-                              world.config.sample.solver, world.config.sample.guidance, **cond)
-            append_generated(world.model, s.cache, x0, world.config.sample.context_noise,
-                             s.rng, **cond)  # its K/V are computed with the next chunk
+            if s.memory is not None:  # memory read, chunk appended to the cache and bank
+                x0 = s.memory.step(noise.to(world.device), cond, self.steps)
+            else:
+                x0 = sample_chunk(world.model, s.cache, noise.to(world.device), self.steps,
+                                  world.config.sample.solver, world.config.sample.guidance,
+                                  **cond)
+                append_generated(world.model, s.cache, x0, world.config.sample.context_noise,
+                                 s.rng, **cond)  # its K/V are computed with the next chunk
             _sync(world.device)
             t2 = time.perf_counter()
             frames = world.decode(x0)  # (f, h, w, 3)
+            if s.memory is not None:
+                s.memory.observe(frames)
         except BaseException:
             s.rng.set_state(before[0])
             s.cache.restore(before[1])
+            if s.memory is not None:
+                s.memory.restore(before[2])
             if self.engine is not None:
                 self._rewind_twin()
             raise
@@ -405,6 +433,9 @@ class WorldSession:
         """Everything a resumed session needs: (tensors, JSON-able metadata). A chunk waiting
         in the cache gets its K/V first (what the cache holds is the same)."""
         s = self._require_started()
+        if s.memory is not None:
+            raise saved.SaveError("a session with memory cannot be saved yet: its chunk bank "
+                                  "and point cache are not in the save format")
         with torch.no_grad():
             self.world.model.flush(s.cache)
         tensors, meta = s.to_tensors()

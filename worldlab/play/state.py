@@ -47,6 +47,7 @@ class SessionState:
     log_prompts: dict = field(default_factory=dict)  # replay-log index -> prompt
     step_index: int = 0  # steps taken since reset
     on_screen: str = "context"  # "context" (the engine's own frame) or "generated"
+    memory: object | None = None  # a MemoryStream on `cache`, for a world with memory
 
     # ---- to and from files ------------------------------------------------------------
 

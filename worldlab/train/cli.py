@@ -22,7 +22,7 @@ from typing import Any
 from ..config import PRESETS, make_config
 from . import hardware, recipes
 from ..episodes import EpisodeStore
-from .depth_head import MAX_TRAIN_FRAMES
+from .depth_head import MAX_TRAIN_FRAMES, load_depth_head
 from .long_horizon import METHODS
 from .memory import VARIANTS as MEMORY_VARIANTS
 
@@ -153,9 +153,10 @@ def _cli_memory(args) -> int:
 
     store = EpisodeStore(args.data)
     ids = sorted(store.index)[:args.episodes] if args.episodes else None
+    head = None if args.depth_head is None else load_depth_head(args.depth_head)
     with Progress(f"memory ({args.variant})") as progress:
         run = finetune(args.start, args.variant, store, args.out, steps=args.steps,
-                       batch_size=args.batch_size, seed=args.seed, ids=ids,
+                       batch_size=args.batch_size, seed=args.seed, ids=ids, depth_head=head,
                        device=args.device, resume=args.resume, **progress.hooks)
     print(f"step {run.state['step']}: loss {run.state.get('loss', float('nan')):.4f}; package "
           f"it with: train package --autoencoder {args.start}/autoencoder --world {args.out} "
@@ -165,7 +166,8 @@ def _cli_memory(args) -> int:
 
 def _cli_package(args) -> int:
     out = recipes.package(args.autoencoder, args.world, args.out, args.weights,
-                          half=not args.full, fast_decoder=args.fast_decoder)
+                          half=not args.full, fast_decoder=args.fast_decoder,
+                          depth_head=args.depth_head)
     size = sum(f.stat().st_size for f in out.rglob("*") if f.is_file())
     print(f"packaged {out} ({size / 2**20:.1f} MiB)")
     return 0
@@ -325,6 +327,8 @@ def configure_cli(parser) -> None:
     me.add_argument("--data", required=True, help="episode store (latents in <data>/latents)")
     me.add_argument("--episodes", type=int, default=None,
                     help="train on the first N episodes of the store (default all)")
+    me.add_argument("--depth-head", default=None, metavar="DIR",
+                    help="the depth head of the 'own' 3D cache (train depth-head's out/model)")
     me.add_argument("--out", required=True, help="run directory (checkpoints, model, ema)")
     me.add_argument("--steps", type=int, default=300)
     me.add_argument("--batch-size", type=int, default=16)
@@ -343,6 +347,9 @@ def configure_cli(parser) -> None:
     p.add_argument("--fast-decoder", default=None, metavar="DIR",
                    help="a fast decoder for play (train decoder's out/model), e.g. "
                         "runs/fast_decoder/model")
+    p.add_argument("--depth-head", default=None, metavar="DIR",
+                   help="a depth head for a world with memory.cache3d='own' (train "
+                        "depth-head's out/model), e.g. runs/memory/depth_head/model")
     p.set_defaults(func=_cli_package)
     fd = sub.add_parser("decoder", help="distil a world's decoder into a small fast one",
                         description="a FastDecoder trained on a world's cached latents "
