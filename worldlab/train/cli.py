@@ -246,6 +246,20 @@ def _add_common(p) -> None:
                         "schedule; a world's context window may differ")
 
 
+def _finetune_arguments(parser, steps: int) -> None:
+    """What a fine-tune from another world shares (long-horizon, memory)."""
+    parser.add_argument("--start", required=True, help="world directory, e.g. "
+                                                       "data/checkpoints/doom64_teacher")
+    parser.add_argument("--out", required=True,
+                        help="run directory (checkpoints, model, ema)")
+    parser.add_argument("--steps", type=int, default=steps)
+    parser.add_argument("--batch-size", type=int, default=16)
+    parser.add_argument("--seed", type=int, default=0, help="training seed")
+    parser.add_argument("--resume", action="store_true",
+                        help="continue from --out's checkpoint")
+    parser.add_argument("--device", default="auto", help="auto | cpu | cuda")
+
+
 def configure_cli(parser) -> None:
     sub = parser.add_subparsers(dest="what", metavar="what", required=True)
     ae = sub.add_parser("autoencoder", help="train the video autoencoder",
@@ -304,37 +318,23 @@ def configure_cli(parser) -> None:
                         description="a world fine-tuned from another's weights with one "
                                     "long-horizon method (train/long_horizon.py), the same "
                                     "budget for every method")
-    lh.add_argument("--start", required=True, help="world directory, e.g. "
-                                                   "data/checkpoints/doom64_teacher")
     lh.add_argument("--method", required=True, choices=list(METHODS))
     lh.add_argument("--data", required=True, help="episode store directory")
     lh.add_argument("--latents", default=None,
                     help="latent cache of the start's autoencoder (default <data>/latents)")
-    lh.add_argument("--out", required=True, help="run directory (checkpoints, model, ema)")
-    lh.add_argument("--steps", type=int, default=120)
-    lh.add_argument("--batch-size", type=int, default=16)
-    lh.add_argument("--seed", type=int, default=0, help="training seed")
-    lh.add_argument("--resume", action="store_true", help="continue from --out's checkpoint")
-    lh.add_argument("--device", default="auto", help="auto | cpu | cuda")
+    _finetune_arguments(lh, steps=120)
     lh.set_defaults(func=_cli_long_horizon)
     me = sub.add_parser("memory", help="fine-tune a world with one memory mechanism",
                         description="a world fine-tuned from another's weights with one "
                                     "memory variant (train/memory.py), the same data and "
                                     "budget for every variant")
-    me.add_argument("--start", required=True, help="world directory, e.g. "
-                                                   "data/checkpoints/doom64_teacher")
     me.add_argument("--variant", required=True, choices=list(MEMORY_VARIANTS))
     me.add_argument("--data", required=True, help="episode store (latents in <data>/latents)")
     me.add_argument("--episodes", type=int, default=None,
                     help="train on the first N episodes of the store (default all)")
     me.add_argument("--depth-head", default=None, metavar="DIR",
                     help="the depth head of the 'own' 3D cache (train depth-head's out/model)")
-    me.add_argument("--out", required=True, help="run directory (checkpoints, model, ema)")
-    me.add_argument("--steps", type=int, default=300)
-    me.add_argument("--batch-size", type=int, default=16)
-    me.add_argument("--seed", type=int, default=0, help="training seed")
-    me.add_argument("--resume", action="store_true", help="continue from --out's checkpoint")
-    me.add_argument("--device", default="auto", help="auto | cpu | cuda")
+    _finetune_arguments(me, steps=300)
     me.set_defaults(func=_cli_memory)
     p = sub.add_parser("package", help="assemble a world directory from training outputs",
                        description="autoencoder + world model + config (+ captions) -> one "

@@ -39,13 +39,22 @@ def method_config(base: WorldConfig, method: str, steps: int, batch_size: int,
     if method not in METHODS:
         raise ValueError(f"unknown long-horizon method {method!r}; expected one of "
                          f"{tuple(METHODS)}")
+    return WorldConfig.from_dict(finetune_sections(base, METHODS[method], steps, batch_size,
+                                                   seed, checkpoint_every))
+
+
+def finetune_sections(base: WorldConfig, sections: dict, steps: int, batch_size: int,
+                      seed: int, checkpoint_every: int) -> dict:
+    """`base` as a dict with FINETUNE, the budget, no distillation (a flow-matching world
+    again) and `sections` ({section: {field: value}}) on top: what every comparison that
+    fine-tunes one world with one switch starts from."""
     d = base.to_dict()
     d["train"].update(FINETUNE, steps=steps, batch_size=batch_size, seed=seed,
                       checkpoint_every=checkpoint_every)
-    for section, fields in METHODS[method].items():
+    d["distill"] = dataclasses.asdict(type(base.distill)())
+    for section, fields in sections.items():
         d[section].update(fields)
-    d["distill"] = dataclasses.asdict(type(base.distill)())  # a flow-matching world again
-    return WorldConfig.from_dict(d)
+    return d
 
 
 def finetune(start, method: str, store, out=None, *, steps: int = 120, batch_size: int = 16,

@@ -25,8 +25,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from ..config import (DistillConfig, MemoryConfig, ModelConfig, WorldConfig,
-                      memory_model_fields)
+from ..config import MemoryConfig, ModelConfig, WorldConfig, memory_model_fields
 from ..episodes import ClipTensors, EpisodeStore
 from ..episodes.datasets import clip_windows
 from ..memory.cache3d import PointCache
@@ -34,7 +33,7 @@ from ..memory.retrieval import select_memory
 from ..memory.stream import CACHE_VOXEL_M, cache_latent
 from ..pretrained import load_world, resolve_checkpoint
 from .checkpoints import read_weights
-from .long_horizon import FINETUNE
+from .long_horizon import finetune_sections
 from .recipes import world
 
 # each variant's memory section (on top of none) and model fields; "none" is the baseline:
@@ -61,11 +60,9 @@ def variant_config(base: WorldConfig, variant: str, steps: int, batch_size: int,
     if variant not in VARIANTS:
         raise ValueError(f"unknown memory variant {variant!r}; expected one of "
                          f"{tuple(VARIANTS)}")
-    d = base.to_dict()
-    d["train"].update(FINETUNE, steps=steps, batch_size=batch_size, seed=seed,
-                      checkpoint_every=checkpoint_every)
-    d["distill"] = dataclasses.asdict(DistillConfig())  # a flow-matching world again
-    d["memory"] = dataclasses.asdict(MemoryConfig())
+    no_memory = {"memory": dataclasses.asdict(MemoryConfig()),
+                 "model": {"memory_compress": 1}}
+    d = finetune_sections(base, no_memory, steps, batch_size, seed, checkpoint_every)
     for section, fields in VARIANTS[variant].items():
         d[section].update(fields)
     d["model"].update(memory_model_fields(MemoryConfig(**d["memory"]),
