@@ -192,3 +192,52 @@ def test_play_streams_with_memory_and_takes_back_a_failed_chunk(tmp_path, world_
     assert len(memory.bank) == chunks and session.state.cache.chunks == keys
     with pytest.raises(saved.SaveError, match="memory cannot be saved"):
         session.save(tmp_path / "save")
+
+
+def test_a_memory_config_that_does_not_fit_the_checkpoint_names_the_field(tmp_path, world_dir):
+    import json
+    import shutil
+
+    shutil.copytree(world_dir, tmp_path / "w")
+    cfg = json.loads((tmp_path / "w" / "world_config.json").read_text())
+    cfg["memory"] = {"retrieve": 1}
+    cfg["model"]["memory_tokens"] = 64  # the config claims memory the weights do not have
+    (tmp_path / "w" / "world_config.json").write_text(json.dumps(cfg))
+    with pytest.raises(ValueError, match="memory.sink=False and memory.retrieve=1 need 64"):
+        load_world(tmp_path / "w", device="cpu")
+
+
+def test_memory_stores_refuse_bad_frames_and_keep_their_contents(world, store):
+    ep = store.read(store.ids()[0])
+    mem = dataclasses.replace(world.config.memory, cache3d="oracle")
+    stream = MemoryStream(world.model, world.ae, mem, world.config.sample, ep.K[0])
+    stream.bank.add(torch.zeros(4, 4, 4, 4), ep.c2w[:4])
+    stream.observe(ep.rgb[:4], ep.depth[:4])
+    before = (len(stream.points), stream.points.points.copy(), len(stream.bank))
+    bad_depth = ep.depth[:4].copy()
+    bad_depth[0, 3, 3] = np.nan
+    for rgb, depth, match in ((ep.rgb[:4, :16], ep.depth[:4], r"depth\[0\] must have shape"),
+                              (ep.rgb[:4], bad_depth, "NaN"),
+                              (ep.rgb[:4], None, "needs depth")):
+        with pytest.raises(ValueError, match=match):
+            stream.observe(rgb, depth)
+    bad_pose = ep.c2w[4:8].copy()
+    bad_pose[0, 0, 3] = np.inf
+    with pytest.raises(ValueError, match="finite"):
+        stream.bank.add(torch.zeros(4, 4, 4, 4), bad_pose)
+    with pytest.raises(ValueError, match="latents of chunk 1 must have shape"):
+        stream.bank.add(torch.zeros(4, 4, 8, 8), ep.c2w[4:8])
+    assert (len(stream.points), len(stream.bank)) == (before[0], before[2])
+    np.testing.assert_array_equal(stream.points.points, before[1])
+
+
+def test_observe_fuses_all_frames_or_none(world, store):
+    ep = store.read(store.ids()[0])
+    mem = dataclasses.replace(world.config.memory, cache3d="oracle", cache_stride=1)
+    stream = MemoryStream(world.model, world.ae, mem, world.config.sample, ep.K[0])
+    stream.bank.add(torch.zeros(4, 4, 4, 4), ep.c2w[:4])
+    depth = ep.depth[:4].copy()
+    depth[3, 0, 0] = np.nan  # the last frame is bad: the first three must not go in either
+    with pytest.raises(ValueError, match=r"depth\[3\] contains NaN"):
+        stream.observe(ep.rgb[:4], depth)
+    assert len(stream.points) == 0

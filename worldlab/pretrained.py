@@ -37,7 +37,7 @@ import numpy as np
 import torch
 
 from .atomic import atomic_dir
-from .config import WorldConfig
+from .config import WorldConfig, memory_model_fields
 from .loading import load_module, read_json
 from .model.autoencoder import VideoAutoencoder, frames_to_tensor, tensor_to_frames
 from .model.depth_head import DepthHead
@@ -152,6 +152,7 @@ def load_world(path: str | Path, device: str = "auto", subfolder: str = "world",
     if model.config.latent_channels != ae.config.latent_channels:
         raise ValueError(f"world {path}: {subfolder}/ expects {model.config.latent_channels} "
                          f"latent channels but autoencoder/ makes {ae.config.latent_channels}")
+    check_memory_fits(cfg, model, path)
     fast = None
     if has_fast:
         fast = load_module(FastDecoder, path / FAST_DECODER).float().to(dev)
@@ -165,6 +166,22 @@ def load_world(path: str | Path, device: str = "auto", subfolder: str = "world",
         raise ValueError(f"world {path}: memory.cache3d='own' needs its depth head, expected "
                          f"{path / DEPTH_HEAD}/ (package_world(depth_head=...))")
     return prepare_for_inference(World(ae, model, cfg, dev, path, captions, fast, depth))
+
+
+def check_memory_fits(cfg: WorldConfig, model: WorldModel, path: Path) -> None:
+    """The world config's memory section against the model it drives: enough memory tokens
+    for its sink and retrieved chunks, a 3D-cache input exactly when it has a 3D cache; a
+    ValueError naming the field otherwise."""
+    m = model.config
+    need = memory_model_fields(cfg.memory, cfg.model, (m.latent_size // m.patch_size) ** 2)
+    if m.memory_tokens < need["memory_tokens"]:
+        raise ValueError(f"world {path}: memory.sink={cfg.memory.sink} and memory.retrieve="
+                         f"{cfg.memory.retrieve} need {need['memory_tokens']} memory tokens; "
+                         f"its model has memory_tokens={m.memory_tokens}")
+    if m.cache_latent != need["cache_latent"]:
+        raise ValueError(f"world {path}: memory.cache3d={cfg.memory.cache3d!r} needs a model "
+                         f"with cache_latent={need['cache_latent']}; its model has "
+                         f"cache_latent={m.cache_latent}")
 
 
 def package_world(autoencoder: str | Path, world: str | Path, config: str | Path,

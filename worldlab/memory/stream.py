@@ -29,7 +29,7 @@ from ..config import MemoryConfig, SampleConfig
 from ..model.autoencoder import frames_to_tensor
 from ..model.memory_tokens import MemoryChunks
 from ..model.sampler import append_generated, sample_chunk
-from .cache3d import PointCache
+from .cache3d import PointCache, _check_depth, _check_rgb
 from .retrieval import ChunkBank
 
 CACHE_VOXEL_M = 0.05  # point-cache cell: about a pixel at 3 m in a 64-pixel frame
@@ -144,6 +144,11 @@ class MemoryStream:
         elif depth is None:
             raise ValueError("memory.cache3d='oracle' fuses the engine's depth: observe needs "
                              "depth (f, H, W)")
+        if len(rgb) != len(c2w) or len(depth) != len(c2w):
+            raise ValueError(f"observe takes the last chunk's {len(c2w)} frames and depth maps, "
+                             f"got {len(rgb)} frames and {len(depth)} depth maps")
+        for i in range(len(rgb)):  # every frame checked before any is fused
+            _check_depth(f"depth[{i}]", depth[i], _check_rgb(f"rgb[{i}]", rgb[i]).shape[:2])
         for i in range(len(rgb)):
             if (self._frames + i) % self.memory.cache_stride == 0:
                 self.points.fuse(rgb[i], depth[i], c2w[i], self.K)
