@@ -241,3 +241,23 @@ def test_observe_fuses_all_frames_or_none(world, store):
     with pytest.raises(ValueError, match=r"depth\[3\] contains NaN"):
         stream.observe(ep.rgb[:4], depth)
     assert len(stream.points) == 0
+
+
+def test_play_with_a_3d_cache_shows_its_points(tmp_path, world_dir, store):
+    from worldlab.camera import Action
+    from worldlab.model.depth_head import DepthHead
+    from worldlab.play.session import WorldSession
+
+    head = DepthHead()
+    head.save_pretrained(tmp_path / "head")
+    finetune(world_dir, "cache3d_own", store, tmp_path / "run", steps=1, batch_size=2,
+             depth_head=head)
+    wl.train.package(world_dir / "autoencoder", tmp_path / "run", tmp_path / "w",
+                     depth_head=tmp_path / "head")
+    session = WorldSession(load_world(tmp_path / "w", device="cpu"), steps=1, twin=False)
+    session.reset(engine="procedural", seed=0)
+    before = len(session.memory_points())
+    for _ in range(8):
+        session.step(Action(forward=0.2))
+    points = session.memory_points(max_points=50)
+    assert before > 0 and 0 < len(points) <= 50 and points.shape[1] == 3

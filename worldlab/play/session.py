@@ -93,6 +93,9 @@ def check_action(action) -> Action:
                      f"{type(action).__name__} {action!r}")
 
 
+MAP_POINTS = 2000  # 3D-cache points a minimap draws
+
+
 def rss_mb() -> float:
     """Resident memory of this process in MiB."""
     import psutil
@@ -426,6 +429,15 @@ class WorldSession:
         stats["psnr"] = float(frame_psnr(s.last_frame[None], s.last_twin[None])[0]) \
             if s.last_twin is not None and s.on_screen == "generated" else None
         return stats
+
+    def memory_points(self, max_points: int = MAP_POINTS) -> np.ndarray:
+        """The 3D cache's points (n, 3) in world metres (every k-th, at most `max_points`),
+        for a minimap; (0, 3) for a world without a 3D cache."""
+        memory = self._require_started().memory
+        if memory is None or memory.points is None:
+            return np.zeros((0, 3))
+        pts = memory.points.points
+        return pts[::max(1, -(-len(pts) // max_points))]
 
     # ---- save / load --------------------------------------------------------------------
 

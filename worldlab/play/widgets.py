@@ -19,10 +19,10 @@ and the last key-to-frame time as the kernel sees it (the browser adds its own d
 The minimap is a plotly `FigureWidget` (it needs the `anywidget` package): the level's walls
 (the engine's `reachable_area`: DOOM's map, the procedural world's rooms), axes in metres,
 the top-down trajectory (x east, y north, equal aspect) and an arrow at the current position
-pointing along the heading, plus an empty "3D cache" trace that `show_cache_points` fills (room for
-the memory cache). It is redrawn in one `batch_update` once per chunk (every
-`chunk_frames` steps) and at the end of a script, not per frame, so it does not slow play
-down. Errors raised in callbacks land in an `Output`
+pointing along the heading, plus a "3D cache" trace: the points of a memory world's 3D
+cache (`WorldSession.memory_points`), which `show_cache_points` draws. It is redrawn in one
+`batch_update` once per chunk (every `chunk_frames` steps) and at the end of a script, not
+per frame, so it does not slow play down. Errors raised in callbacks land in an `Output`
 widget instead of vanishing.
 
 Shape legend: h w height/width, t positions, n cache points.
@@ -314,6 +314,8 @@ class NotebookGame:
             trail.x, trail.y = xy[:, 0], xy[:, 1]
             here.x, here.y = xy[-1:, 0], xy[-1:, 1]
             here.marker.angle = 90.0 - self._yaw  # yaw: counter-clockwise from east
+        if self.session.world.config.memory.cache3d != "off":  # the memory's point cache
+            self.show_cache_points(self.session.memory_points())
 
     def show_cache_points(self, points) -> None:
         """Draw memory-cache points (n, 3) in world metres top-down on the minimap (z is
