@@ -128,6 +128,9 @@ class TrainConfig:
     context_noise: float = 0.0  # diffusion forcing on the context: t ~ U(0, this) on it
     self_rollout_prob: float = 0.0  # share of steps whose context is the model's own rollout
     self_rollout_steps: int = 4  # Euler steps of that rollout
+    # the memory parameters (memory attention and encoder, new in a memory fine-tune and
+    # starting at zero effect) learn at this many times the rate of the rest
+    memory_lr_scale: float = 1.0
 
 
 @dataclass
@@ -306,7 +309,8 @@ RULES: dict[str, dict[str, tuple]] = {
               "mixed_precision": _one_of(MIXED_PRECISION), "compile": _FLAG,
               "grad_checkpointing": _FLAG, "context_corruption": _one_of(CORRUPTIONS),
               "corruption_prob": _FRACTION, "context_noise": _CONTEXT_NOISE,
-              "self_rollout_prob": _FRACTION, "self_rollout_steps": _COUNT},
+              "self_rollout_prob": _FRACTION, "self_rollout_steps": _COUNT,
+              "memory_lr_scale": _POSITIVE},
     "sample": {"steps": _COUNT, "solver": _one_of(SOLVERS), "guidance": _number(),
                "decoder": _one_of(DECODERS), "quantize": _one_of(QUANTIZE),
                "compile": _FLAG, "autocast": _one_of(AUTOCAST),

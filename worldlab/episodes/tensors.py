@@ -33,14 +33,18 @@ class ClipTensors:
     as tensors on `device`. `gather(indices)` gives the batch of those clips: latents
     (b, t, c, h, w) float32, c2w (b, t, 4, 4), actions (b, t, a) and caption_ids (b, n)
     into `captions`, the distinct (scene, character, event) captions in order of first use.
+    `windows` ((episode id, first frame), grouped by episode) replaces those clips by a
+    chosen subset of them.
     """
 
     def __init__(self, store: EpisodeStore | str | Path, latents: LatentCache, clip_frames: int,
                  chunk_frames: int = 4, stride: int | None = None,
-                 ids: list[str] | None = None, device: str | torch.device = "cpu"):
+                 ids: list[str] | None = None, device: str | torch.device = "cpu",
+                 windows: list[tuple[str, int]] | None = None):
         store = store if isinstance(store, EpisodeStore) else EpisodeStore(store)
         stride = clip_frames if stride is None else stride
-        self.windows = clip_windows(store, clip_frames, chunk_frames, stride, ids)
+        self.windows = clip_windows(store, clip_frames, chunk_frames, stride, ids) \
+            if windows is None else list(windows)
         if not self.windows:
             raise ValueError(f"no clip of {clip_frames} frames fits in the episodes of "
                              f"{store.root} that were asked for; record longer episodes or "

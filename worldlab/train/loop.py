@@ -212,7 +212,8 @@ class _Run:
                 broadcast_from_main(model)
             self.unsharded = Unsharded(model, keep_ema)
             ema = copy.deepcopy(model) if keep_ema else None
-        opt = torch.optim.AdamW(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
+        opt = torch.optim.AdamW(param_groups(model, cfg), lr=cfg.lr,
+                                weight_decay=cfg.weight_decay)
         self.wrapped, self.opt = acc.prepare(model, opt)  # DDP broadcasts rank 0's weights
         self.model = model  # FSDP2 shards in place: `model` holds this rank's shards
         if cfg.compile:  # here, not through accelerate: its dynamo setting is per process
@@ -248,11 +249,23 @@ def steps_for_budget(model, dataset, cfg: TrainConfig, loss_fn: Callable, minute
     return max(1, int(minutes * 60 / per_step))
 
 
+def param_groups(model, cfg: TrainConfig) -> list[dict]:
+    """The optimizer's parameter groups: one, or with cfg.memory_lr_scale != 1 a second for
+    the memory parameters (names with "memory": new in a memory fine-tune, starting at zero
+    effect, they learn at `lr_scale` times the schedule's rate)."""
+    if cfg.memory_lr_scale == 1.0:
+        return [{"params": list(model.parameters())}]
+    named = list(model.named_parameters())
+    memory = [p for n, p in named if "memory" in n]
+    rest = [{"params": [p for n, p in named if "memory" not in n]}]
+    return rest + ([{"params": memory, "lr_scale": cfg.memory_lr_scale}] if memory else [])
+
+
 def _train_step(run: _Run, acc, loss_fn, cfg: TrainConfig, step: int, batch
                 ) -> dict[str, Any]:
     lr = lr_at(step, cfg)
     for group in run.opt.param_groups:
-        group["lr"] = lr
+        group["lr"] = lr * group.get("lr_scale", 1.0)
     g = step_generator(cfg.seed, step, acc.process_index, _NOISE_STREAM)
     with acc.autocast():
         loss, logs = loss_fn(run.wrapped, batch, g)

@@ -29,12 +29,15 @@ from ..config import MemoryConfig, ModelConfig, WorldConfig, memory_model_fields
 from ..episodes import ClipTensors, EpisodeStore
 from ..episodes.datasets import clip_windows
 from ..memory.cache3d import PointCache
-from ..memory.retrieval import select_memory
+from ..memory.retrieval import chunk_overlap, select_memory
 from ..memory.stream import CACHE_VOXEL_M, cache_latent
 from ..pretrained import load_world, resolve_checkpoint
 from .checkpoints import read_weights
 from .long_horizon import finetune_sections
 from .recipes import world
+
+REVISIT_OVERLAP = 0.5  # training clips: the last chunk sees this share of an older view
+MEMORY_LR_SCALE = 10.0  # the new memory parameters learn 10x faster (zero at step 0)
 
 # each variant's memory section (on top of none) and model fields; "none" is the baseline:
 # the same fine-tune with no memory
@@ -61,7 +64,8 @@ def variant_config(base: WorldConfig, variant: str, steps: int, batch_size: int,
         raise ValueError(f"unknown memory variant {variant!r}; expected one of "
                          f"{tuple(VARIANTS)}")
     no_memory = {"memory": dataclasses.asdict(MemoryConfig()),
-                 "model": {"memory_compress": 1}}
+                 "model": {"memory_compress": 1},
+                 "train": {"memory_lr_scale": MEMORY_LR_SCALE}}
     d = finetune_sections(base, no_memory, steps, batch_size, seed, checkpoint_every)
     for section, fields in VARIANTS[variant].items():
         d[section].update(fields)
@@ -111,12 +115,15 @@ class MemoryClips(ClipTensors):
     memory_latents (b, k, f, c, h, w), memory_c2w (b, k, f, 4, 4), memory_valid (b, k)
     (k = sink + retrieve slots, chosen by `select_memory` from the clip's episode) and,
     with `cache3d` latents (N, f, c + 1, h, w) given, cache_latent (b, t, c + 1, h, w):
-    zero (no cache) on the context frames, the render on the last chunk's."""
+    zero (no cache) on the context frames, the render on the last chunk's. `windows` (from
+    `revisit_windows`) keeps only some clips."""
 
     def __init__(self, store, latents, clip_frames: int, chunk_frames: int, memory, K,
-                 hw: tuple[int, int], window: int, ids=None, device="cpu", cache3d=None):
+                 hw: tuple[int, int], window: int, ids=None, device="cpu", cache3d=None,
+                 windows=None):
         store = store if isinstance(store, EpisodeStore) else EpisodeStore(store)
-        super().__init__(store, latents, clip_frames, chunk_frames, chunk_frames, ids, device)
+        super().__init__(store, latents, clip_frames, chunk_frames, chunk_frames, ids, device,
+                         windows)
         self.slots = int(memory.sink) + memory.retrieve
         rows, valid = self._memory_rows(store, memory, K, hw, window) if self.slots \
             else ([[]] * len(self), [[]] * len(self))
@@ -159,6 +166,29 @@ class MemoryClips(ClipTensors):
         return batch
 
 
+def revisit_windows(store: EpisodeStore, windows: list[tuple[str, int]], clip_frames: int,
+                    chunk_frames: int, window: int, K, hw: tuple[int, int],
+                    min_overlap: float = REVISIT_OVERLAP) -> list[tuple[str, int]]:
+    """The clips whose last chunk comes back to a view older than the KV window: its best
+    `chunk_overlap` with a chunk older than the window is at least `min_overlap`. The rule
+    reads poses only and no variant's switches, so every variant (none too) trains on the
+    same clips; a clip the memory cannot help teaches it to be ignored."""
+    f, kept, poses = chunk_frames, [], {}
+    for episode_id, start in windows:
+        if episode_id not in poses:
+            c2w = store.read_track(episode_id).c2w
+            poses[episode_id] = c2w[:len(c2w) // f * f].reshape(-1, f, 4, 4)
+        chunks, j = poses[episode_id], (start + clip_frames) // f - 1  # the last chunk
+        older = j - window
+        if older > 0 and chunk_overlap(chunks[:older], chunks[j], K, hw).max() >= min_overlap:
+            kept.append((episode_id, start))
+    if not kept:
+        raise ValueError(f"no clip of {store.root} comes back to a view older than the "
+                         f"{window}-chunk window (overlap >= {min_overlap}); record revisit "
+                         f"walks or pass min_overlap=0")
+    return kept
+
+
 @torch.no_grad()
 def cache3d_latents(store: EpisodeStore, windows: list[tuple[str, int]], clip_frames: int,
                     chunk_frames: int, autoencoder, mode: str, stride: int, depth_head=None,
@@ -188,11 +218,14 @@ def cache3d_latents(store: EpisodeStore, windows: list[tuple[str, int]], clip_fr
 
 def finetune(start, variant: str, store, out=None, *, steps: int = 300, batch_size: int = 16,
              seed: int = 0, ids: list[str] | None = None, depth_head=None,
+             min_overlap: float = REVISIT_OVERLAP,
              device: str = "auto", resume: bool = False, callbacks=(), on_start=None,
              progress=None):
     """Fine-tune the world directory `start` with the memory `variant` on clips of episodes
     `ids` (default all) of a store (latents of its autoencoder, `<store>/latents`, encoded
-    where missing). `depth_head` (see `train.depth_head`) is needed by the "own" 3D cache.
+    where missing), only those whose last chunk comes back to a view older than the window
+    (`revisit_windows` at `min_overlap`; 0: every clip): the same clips for every variant.
+    `depth_head` (see `train.depth_head`) is needed by the "own" 3D cache.
     With `out`: resumable checkpoints, `ema/` and the rest that `package` assembles with
     `start`'s autoencoder. Returns the `WorldRun`."""
     w = load_world(resolve_checkpoint(start), device="cpu")
@@ -206,15 +239,17 @@ def finetune(start, variant: str, store, out=None, *, steps: int = 300, batch_si
     f, size = m.chunk_frames, w.size
 
     def clips(store, cache, ids, data_device):
-        first = store.read(ids[0])
-        clip_frames = f * cfg.data.clip_chunks
+        K, clip_frames = store.read(ids[0]).K[0], f * cfg.data.clip_chunks
+        windows = clip_windows(store, clip_frames, f, f, ids)
+        if min_overlap > 0:
+            windows = revisit_windows(store, windows, clip_frames, f,
+                                      cfg.model.window_chunks, K, (size, size), min_overlap)
         c3d = None
         if cfg.memory.cache3d != "off":
-            windows = clip_windows(store, clip_frames, f, f, ids)
             c3d = cache3d_latents(store, windows, clip_frames, f, w.ae, cfg.memory.cache3d,
                                   cfg.memory.cache_stride, depth_head, progress)
-        return MemoryClips(store, cache, clip_frames, f, cfg.memory, first.K[0],
-                           (size, size), cfg.model.window_chunks, ids, data_device, c3d)
+        return MemoryClips(store, cache, clip_frames, f, cfg.memory, K, (size, size),
+                           cfg.model.window_chunks, ids, data_device, c3d, windows)
 
     return world(store, cfg, out, autoencoder=Path(w.path) / "autoencoder",
                  captions=w.captions, ids=ids, init=None if resume else Path(w.path) / "world",
