@@ -261,3 +261,39 @@ def test_play_with_a_3d_cache_shows_its_points(tmp_path, world_dir, store):
         session.step(Action(forward=0.2))
     points = session.memory_points(max_points=50)
     assert before > 0 and 0 < len(points) <= 50 and points.shape[1] == 3
+
+
+def test_memory_parameters_learn_at_their_own_rate():
+    from worldlab.train.loop import lr_at, param_groups
+
+    model = WorldModel(latent_channels=4, latent_size=4, width=32, depth=1, heads=2,
+                       memory_tokens=64)
+    cfg = wl.make_config("tiny", train__memory_lr_scale=10.0).train
+    groups = param_groups(model, cfg)
+    names = {id(p): n for n, p in model.named_parameters()}
+    assert groups[1]["lr_scale"] == 10.0
+    assert all("memory" in names[id(p)] for p in groups[1]["params"])
+    assert not any("memory" in names[id(p)] for p in groups[0]["params"])
+    assert sum(len(g["params"]) for g in groups) == len(names)
+    # a model without memory parameters keeps one group; the schedule scales per group
+    assert len(param_groups(WorldModel(latent_channels=4, latent_size=4, width=32, depth=1,
+                                       heads=2), cfg)) == 1
+    assert lr_at(3, cfg) > 0
+
+
+def test_training_clips_are_the_revisits_for_every_variant(store, world):
+    from worldlab.episodes.datasets import clip_windows
+    from worldlab.memory.retrieval import chunk_overlap
+    from worldlab.train.memory import revisit_windows
+
+    windows = clip_windows(store, 8, 4, 4, store.ids())
+    K = store.read(store.ids()[0]).K[0]
+    kept = revisit_windows(store, windows, 8, 4, 2, K, (32, 32), 0.5)
+    assert 0 < len(kept) < len(windows)
+    for episode_id, start in windows:
+        c2w = store.read(episode_id).c2w.reshape(-1, 4, 4, 4)
+        j = start // 4 + 1
+        best = chunk_overlap(c2w[:j - 2], c2w[j], K, (32, 32)).max() if j > 2 else 0.0
+        assert ((episode_id, start) in kept) == (best >= 0.5)
+    with pytest.raises(ValueError, match="no clip .* comes back"):
+        revisit_windows(store, windows, 8, 4, 2, K, (32, 32), 1.01)
