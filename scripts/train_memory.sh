@@ -10,7 +10,7 @@
 #   bash scripts/train_memory.sh depth                     # the depth head ("own" depth)
 #   bash scripts/train_memory.sh train VARIANT [SEED]      # one run (1 thread)
 #   bash scripts/train_memory.sh package                   # every finished run
-#   bash scripts/train_memory.sh validate [NAME...]        # validation walks (choose here)
+#   bash scripts/train_memory.sh validate [NAME...]        # 3 validation walks (choose here)
 #   bash scripts/train_memory.sh report [NAME...]          # the reported walks
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -77,8 +77,8 @@ case "${1:-}" in
   depth) depth ;;
   train) train "$2" "${3:-0}" ;;
   package) package ;;
-  validate) shift; score "$RUN/validate" "$VALIDATION_SEED" "${WALKS:-4}" "$@" ;;
-  report) shift; score "$RUN/eval" 1000000 "${WALKS:-8}" "$@" ;;
+  validate) shift; score "${OUT:-$RUN/validate}" "$VALIDATION_SEED" "${WALKS:-3}" "$@" ;;
+  report) shift; score "${OUT:-$RUN/eval}" 1000000 "${WALKS:-8}" "$@" ;;
   *) echo "usage: $0 data | train VARIANT [SEED] | package | validate|report [NAME...]" >&2
      exit 2 ;;
 esac
