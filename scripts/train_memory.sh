@@ -69,7 +69,7 @@ score() {  # out-dir seed walks [names...]: the given worlds, or every packaged 
   for name in "$@"; do models+=(--model "$name=$RUN/worlds/$name"); done
   OMP_NUM_THREADS=${THREADS:-2} $PY -m worldlab eval --suite revisit "${models[@]}" \
     --episodes "$walks" --seed "$seed" --steps "$SAMPLE_STEPS" --threads "${THREADS:-2}" \
-    --device cpu --out "$out"
+    --cost-chunks "${COST_CHUNKS:-100}" --device cpu --out "$out"
 }
 
 case "${1:-}" in
