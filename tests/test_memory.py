@@ -297,3 +297,16 @@ def test_training_clips_are_the_revisits_for_every_variant(store, world):
         assert ((episode_id, start) in kept) == (best >= 0.5)
     with pytest.raises(ValueError, match="no clip .* comes back"):
         revisit_windows(store, windows, 8, 4, 2, K, (32, 32), 1.01)
+
+
+def test_open_loop_uses_the_worlds_own_depth_head(tmp_path, world_dir, store):
+    from worldlab.model.depth_head import DepthHead
+
+    DepthHead().save_pretrained(tmp_path / "head")
+    finetune(world_dir, "cache3d_own", store, tmp_path / "run", steps=1, batch_size=2,
+             depth_head=DepthHead())
+    wl.train.package(world_dir / "autoencoder", tmp_path / "run", tmp_path / "w",
+                     depth_head=tmp_path / "head")
+    out = open_loop(load_world(tmp_path / "w", device="cpu"), store.read(store.ids()[0]),
+                    steps=1)
+    assert out["frames"].shape == (48, 32, 32, 3)

@@ -25,9 +25,10 @@ from .protocols import chunk_noise, episode_conditions, sync
 
 
 def memory_stream(world: World, episode, depth_head=None) -> MemoryStream:
-    """A MemoryStream of `world` for the cameras of `episode` (its intrinsics K)."""
+    """A MemoryStream of `world` for the cameras of `episode` (its intrinsics K), with the
+    world's own depth head unless `depth_head` is given."""
     return MemoryStream(world.model, world.ae, world.config.memory, world.config.sample,
-                        K=episode.K[0], depth_head=depth_head)
+                        K=episode.K[0], depth_head=depth_head or world.depth_head)
 
 
 @torch.no_grad()
