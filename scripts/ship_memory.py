@@ -113,7 +113,9 @@ def _strip(names: list[str], episodes: dict, steps: int, out: Path) -> None:
     worlds = {n: load_world(Path("runs/memory/worlds") / n, device="cpu",
                             sample={"steps": steps}) for n in names}
     size = next(iter(worlds.values())).size
-    walk = heldout_episodes("doom", 1, episodes["frames"], size, seed=episodes["seeds"][0],
+    frames = episodes["frames"]  # per scored walk
+    walk = heldout_episodes("doom", 1, frames[0] if isinstance(frames, list) else frames, size,
+                            seed=episodes["seeds"][0],
                             policy=POLICIES, start="random",
                             monsters="invulnerable")[0]
     pairs = sorted(return_pairs(walk), key=lambda p: p[0] - p[1])[-3:]
