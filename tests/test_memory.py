@@ -310,3 +310,18 @@ def test_open_loop_uses_the_worlds_own_depth_head(tmp_path, world_dir, store):
     out = open_loop(load_world(tmp_path / "w", device="cpu"), store.read(store.ids()[0]),
                     steps=1)
     assert out["frames"].shape == (48, 32, 32, 3)
+
+
+def test_a_checkpoint_from_before_memory_loads(tmp_path):
+    import json
+
+    from worldlab.train.checkpoints import load_weights
+
+    tiny = dict(latent_channels=4, latent_size=4, width=32, depth=1, heads=2)
+    WorldModel(**tiny).save_pretrained(tmp_path / "old")
+    cfg = json.loads((tmp_path / "old" / "config.json").read_text())
+    del cfg["memory_compress"]  # written before the field existed
+    (tmp_path / "old" / "config.json").write_text(json.dumps(cfg))
+    load_weights(WorldModel(**tiny), tmp_path / "old")  # its default: the same model
+    with pytest.raises(ValueError, match="memory_compress=None but the model has"):
+        load_weights(WorldModel(**tiny, memory_tokens=16, memory_compress=8), tmp_path / "old")

@@ -23,6 +23,7 @@ file.
 
 from __future__ import annotations
 
+import inspect
 import json
 import os
 import re
@@ -174,13 +175,19 @@ def save_checkpoint(out_dir: Path, step: int, model, optimizer, ema=None,
 
 def check_config(saved: dict, model, where: str, ignore: tuple[str, ...] = ()) -> None:
     """Raise ValueError naming the first config field where `saved` and `model` differ
-    (fields in `ignore` may differ)."""
+    (fields in `ignore` may differ; a field `saved` lacks, from before it existed, must have
+    its default)."""
     # diffusers bookkeeping (class name, library version, the path it was loaded from: a
     # Path, which JSON cannot hold) is not part of the architecture
     current = {k: v for k, v in model.config.items() if not k.startswith("_")}
     current = json.loads(json.dumps(current))  # tuples -> lists, like the file
+    # a field the file lacks predates it: loading gives it its default, so it must be that
+    defaults = {k: p.default for k, p in inspect.signature(type(model).__init__).parameters
+                .items() if p.default is not inspect.Parameter.empty}
     for key in sorted(set(saved) | set(current)):
         if key.startswith("_") or key in ignore:
+            continue
+        if key not in saved and key in defaults and current.get(key) == defaults[key]:
             continue
         if saved.get(key) != current.get(key):
             raise ValueError(f"checkpoint {where} has {key}={saved.get(key)!r} but the model "
