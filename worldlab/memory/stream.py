@@ -78,7 +78,13 @@ class MemoryStream:
     def start(self, latents: torch.Tensor, cond: dict, rgb: np.ndarray, depth=None) -> None:
         """The first chunk (1, f, c, h, w), true: into the cache, the bank, the 3D cache."""
         self.model.append_chunk(latents, self.cache, defer=True, **cond)
-        self.bank.add(latents[0], cond["c2w"][0].double().cpu().numpy())
+        self.remember(latents[0], cond["c2w"][0].double().cpu().numpy(), rgb, depth)
+
+    def remember(self, latents: torch.Tensor, c2w: np.ndarray, rgb: np.ndarray,
+                 depth=None) -> None:
+        """A true chunk already in the KV cache (latents (f, c, h, w), cameras c2w (f, 4, 4),
+        frames (f, H, W, 3)): into the bank and the 3D cache."""
+        self.bank.add(latents, c2w)
         self.observe(rgb, depth)
 
     def _memory(self, c2w: np.ndarray, hw: tuple[int, int]) -> MemoryChunks | None:

@@ -21,4 +21,5 @@ from .textenc import CaptionTable, TextEncoder, check_prompt
 
 __all__ = ["VideoAutoencoder", "frames_to_tensor", "tensor_to_frames", "WorldModel",
            "KVCache", "PatchDiscriminator", "block_causal_mask", "relative_pose_features",
-           "rollout", "sample_chunk", "CaptionTable", "TextEncoder", "check_prompt"]
+           "rollout", "sample_chunk", "CaptionTable", "TextEncoder", "check_prompt",
+           "memory_tokens", "MemoryChunks"]

@@ -133,7 +133,7 @@ class MemoryEncoder(nn.Module):
     def _compressed(self, x: torch.Tensor, pose: torch.Tensor) -> torch.Tensor:
         """(b, k, f, g, g, d) -> (b, k * 2 (g/s)^2, d): coarse then fine tokens per chunk,
         each with the chunk's mean camera `pose` (b, k, d)."""
-        b, k, s = x.shape[0], x.shape[1], self.s
+        b, s = x.shape[0], self.s
         vol = rearrange(x, "b k f gh gw d -> (b k) d f gh gw")
         coarse = F.avg_pool3d(vol, (self.f, s, s))  # (b k, d, 1, g/s, g/s)
         fine = self.fine(vol)

@@ -233,8 +233,7 @@ class WorldSession:
                               K, depth_head=world.depth_head, cache=cache)
         for j in range(len(rgb) // self.f):
             part = slice(j * self.f, (j + 1) * self.f)
-            stream.bank.add(latents[0, part], poses[part])
-            stream.observe(rgb[part])
+            stream.remember(latents[0, part], poses[part], rgb[part])
         return stream
 
     def close(self) -> None:

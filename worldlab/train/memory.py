@@ -22,7 +22,6 @@ from __future__ import annotations
 import dataclasses
 from pathlib import Path
 
-import numpy as np
 import torch
 
 from ..config import MemoryConfig, ModelConfig, WorldConfig, memory_model_fields
