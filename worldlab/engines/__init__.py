@@ -15,12 +15,18 @@ ENGINES = {
 }
 
 
-def make_engine(name: str, **options) -> Engine:
-    """Construct an engine by name; options go to its constructor (e.g. size=64)."""
+def engine_class(name: str) -> type:
+    """The class of an engine by name (its `events` and `character_kinds`, unopened)."""
     if name not in ENGINES:
         raise ValueError(f"unknown engine {name!r}; expected one of {sorted(ENGINES)}")
     module, cls = ENGINES[name]
-    return getattr(importlib.import_module(module), cls)(**options)
+    return getattr(importlib.import_module(module), cls)
 
 
-__all__ = ["Engine", "Event", "EventSpec", "Observation", "match_event", "make_engine", "ENGINES"]
+def make_engine(name: str, **options) -> Engine:
+    """Construct an engine by name; options go to its constructor (e.g. size=64)."""
+    return engine_class(name)(**options)
+
+
+__all__ = ["Engine", "Event", "EventSpec", "Observation", "match_event", "make_engine",
+           "engine_class", "ENGINES"]

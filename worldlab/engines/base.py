@@ -57,6 +57,9 @@ class Observation:
     step: int = 0
     instance: np.ndarray | None = None  # (h, w) int32 per-pixel object ids, 0 = static scene
     events: list[Event] = field(default_factory=list)
+    # instance id -> kind of the characters among them (one of the engine's
+    # `character_kinds`): the labels of the events probe (`evaluate.probes`)
+    things: dict[int, str] = field(default_factory=dict)
 
     def validate(self) -> "Observation":
         h, w = self.depth.shape if self.depth.ndim == 2 else (None, None)
@@ -91,6 +94,7 @@ class Engine(Protocol):
 
     name: str
     events: tuple[EventSpec, ...]
+    character_kinds: tuple[str, ...]  # the kinds `Observation.things` names
 
     def reset(self, seed: int = 0, **options) -> Observation: ...
 

@@ -28,7 +28,8 @@ frame i (4-6 steps apart, 64 px, sprites excluded, `cache3d.reprojection_error`)
 colour error 6.0 of 255 with DOOM's light (10.3 unwarped), 1.0 with `flat_light` (5.6).
 Sky: sectors whose ceiling flat is F_SKY* are left open in the mesh, so their sky pixels get
 depth inf (tested in MAP01's courtyard: `reset(position=...)` there, look up). `instance` =
-ViZDoom object id + 1 on sprite pixels, 0 on level geometry.
+ViZDoom object id + 1 on sprite pixels, 0 on level geometry; `things` names the monsters
+among them: "imp" (DoomImp, what a summon prompt brings) or "monster" (any other).
 
 Actions (calibrated here, one step = `tics` game tics, default 4 = 8.75 steps per second):
 - turn: TURN_LEFT_RIGHT_DELTA is degrees per tic, positive = right, so delta = -yaw / tics.
@@ -105,6 +106,14 @@ DOOM_EVENTS: tuple[EventSpec, ...] = (
     EventSpec("use", ("open", "door", "use", "switch"), "the player presses use (doors)"),
 )
 
+# the characters of `Observation.things`: the imp (what a summon prompt brings) and every
+# other monster of DOOM II (Freedoom's MAP01-04 have zombies, demons and imps)
+CHARACTERS = {"DoomImp": "imp"}
+MONSTER_NAMES = frozenset({
+    "DoomImp", "Zombieman", "ShotgunGuy", "ChaingunGuy", "Demon", "Spectre", "LostSoul",
+    "Cacodemon", "HellKnight", "BaronOfHell", "Arachnotron", "PainElemental", "Revenant",
+    "Fatso", "Archvile", "SpiderMastermind", "Cyberdemon", "WolfensteinSS"})
+
 _BUTTONS = (vzd.Button.MOVE_FORWARD_BACKWARD_DELTA, vzd.Button.MOVE_LEFT_RIGHT_DELTA,
             vzd.Button.TURN_LEFT_RIGHT_DELTA, vzd.Button.LOOK_UP_DOWN_DELTA,
             vzd.Button.ATTACK, vzd.Button.USE, vzd.Button.JUMP)
@@ -159,6 +168,7 @@ class DoomEngine:
 
     name = "doom"
     events = DOOM_EVENTS
+    character_kinds = ("imp", "monster")  # the kinds of `Observation.things`
 
     def __init__(self, size: int = 64, wad: str = "freedoom2", map: str = "MAP01",
                  hud: bool = False, monsters: str | bool = "on", render_size=None,
@@ -386,8 +396,14 @@ class DoomEngine:
         ids = np.zeros(256, np.int32)
         for label in state.labels:
             ids[label.value] = label.object_id + 1
+        instance = ids[labels]
+        seen = set(np.unique(instance).tolist())
+        things = {label.object_id + 1: CHARACTERS.get(label.object_name, "monster")
+                  for label in state.labels
+                  if label.object_name in MONSTER_NAMES and label.object_id + 1 in seen}
         return Observation(rgb=self._square_rgb(state.screen_buffer), depth=depth, c2w=c2w,
-                           K=K, step=self._step, instance=ids[labels], events=events)
+                           K=K, step=self._step, instance=instance, events=events,
+                           things=things)
 
     def depth_buffer(self, state=None) -> np.ndarray:
         """ViZDoom's uint8 depth buffer of `state` (default: the current one) in metres.

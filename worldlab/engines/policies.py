@@ -420,6 +420,18 @@ def _thin(poses: list, spacing_m: float) -> list:
 # ----------------------------------------------------------------------------------------
 
 
+def event_prompt(spec: EventSpec, specs: tuple[EventSpec, ...]) -> str:
+    """The prompt recordings use for an event: the spec's description if it fires the spec
+    (among `specs`, an engine's `events`), else "<keyword>: <description>"."""
+    texts = [spec.description] + [f"{k}: {spec.description}".rstrip(": ")
+                                  for k in spec.keywords]
+    for text in texts:
+        if text and match_event(text, specs) == spec:
+            return text
+    raise ValueError(f"no keyword of event {spec.name!r} fires it: an earlier event's "
+                     f"keywords shadow all of {spec.keywords}")
+
+
 class WithEvents(Policy):
     """Wraps a policy; each step, with probability `rate`, adds a prompt that fires one of
     the engine's events, phrased from the spec's description and keywords."""
@@ -429,19 +441,8 @@ class WithEvents(Policy):
         if not 0 <= rate <= 1:
             raise ValueError(f"event rate must be a probability in [0, 1], got {rate!r}")
         self.inner, self.rate, self.seed = policy, rate, seed
-        self.prompts = [self._prompt(s, specs) for s in specs]
+        self.prompts = [event_prompt(s, specs) for s in specs]
         self.name = f"{policy.name}+events"
-
-    @staticmethod
-    def _prompt(spec: EventSpec, specs: tuple[EventSpec, ...]) -> str:
-        """The spec's description if it fires the spec, else "<keyword>: <description>"."""
-        texts = [spec.description] + [f"{k}: {spec.description}".rstrip(": ")
-                                      for k in spec.keywords]
-        for text in texts:
-            if text and match_event(text, specs) == spec:
-                return text
-        raise ValueError(f"no keyword of event {spec.name!r} fires it: an earlier event's "
-                         f"keywords shadow all of {spec.keywords}")
 
     def reset(self, seed: int, steps: int) -> None:
         super().reset(seed, steps)
@@ -459,6 +460,30 @@ class WithEvents(Policy):
 def with_events(policy: Policy, specs, rate: float, seed: int = 0) -> Policy:
     """`policy` plus event prompts from `specs` (an engine's `events`) at `rate` per step."""
     return WithEvents(policy, tuple(specs), rate, seed)
+
+
+class WithPrompts(Policy):
+    """Wraps a policy; adds the prompt `prompts[i]` at step i (1-based: the step that
+    produces frame i), whatever the policy says then: scripted events for evaluation."""
+
+    def __init__(self, policy: Policy, prompts: dict[int, str]):
+        bad = [k for k, v in prompts.items()
+               if not (isinstance(k, int) and k >= 1 and isinstance(v, str) and v)]
+        if bad:
+            raise ValueError(f"prompts must map steps >= 1 to non-empty strings, got "
+                             f"{ {k: prompts[k] for k in bad} }")
+        self.inner, self.prompts = policy, dict(prompts)
+        self.name = f"{policy.name}+prompts"
+
+    def reset(self, seed: int, steps: int) -> None:
+        super().reset(seed, steps)
+        self.inner.reset(seed, steps)
+        self.step = 0
+
+    def act(self, obs: Observation) -> tuple[Action, str | None]:
+        action, prompt = self.inner.act(obs)
+        self.step += 1
+        return action, self.prompts.get(self.step, prompt)
 
 
 POLICIES: dict[str, type[Policy]] = {p.name: p for p in (RandomWalk, TurnAround,

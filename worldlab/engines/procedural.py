@@ -29,7 +29,8 @@ move) in sub-steps of at most 0.2 m and slides along walls (x or y alone) when t
 move is blocked. Pitch is limited to +-60 degrees, like a game's view limit.
 
 Instance ids (`Observation.instance`): 0 static world (walls, floors, props, closed doors),
-1..n characters, 64 + k door k while it opens, 128 + k the k-th summoned monster or fireball.
+1..n characters, 64 + k door k while it opens, 128 + k the k-th summoned monster or fireball;
+`Observation.things` names the kind (`character_kinds`) of each character in view.
 
 Shading: texture (fixed to world coordinates) x (ambient + Lambert key light + lamp and
 fireball point lights), emissive materials unlit, then exponential distance fog.
@@ -115,6 +116,7 @@ class ProceduralEngine:
 
     name = "procedural"
     events = EVENTS
+    character_kinds = pw.KINDS  # the kinds of `Observation.things`
 
     def __init__(self, size: int = 64, fov_deg: float = 90.0, characters: bool = True,
                  fog: bool = True, threads: int = 1):
@@ -362,8 +364,11 @@ class ProceduralEngine:
         lights = self._cast_dynamic(rays, depth, normal, mat, inst)
         rgb = self._shade(rays, depth, normal, mat, lights)
         hw = (self.size, self.size)
+        seen = set(np.unique(inst).tolist())
+        things = {m.id: m.shape[1] for m in self._dynamic()
+                  if m.shape[0] == "character" and m.id in seen}
         return Observation(rgb.reshape(*hw, 3), depth.reshape(hw), self.c2w.copy(),
-                           self.K.copy(), self._t, inst.reshape(hw), events)
+                           self.K.copy(), self._t, inst.reshape(hw), events, things)
 
     def _cast_dynamic(self, rays, depth, normal, mat, inst) -> list[np.ndarray]:
         """Overlay the moving things in view onto the static hits (in place).

@@ -28,7 +28,7 @@ from ..camera import ACTION_FIELDS, ACTION_WIDTH, heading_from_pose, wrap_degree
 from ..config import STARTS
 from ..engines import Engine, Event, make_engine
 from ..engines.coverage import coverage
-from ..engines.policies import MIX_SCHEDULE, POLICIES, make_policy, with_events
+from ..engines.policies import MIX_SCHEDULE, POLICIES, WithPrompts, make_policy, with_events
 from .schema import Episode, make_meta, prompts_from_steps
 from .store import EpisodeStore
 
@@ -104,6 +104,8 @@ def _play(engine: Engine, player, seed: int, frames: int, options: dict,
     obs = engine.reset(seed=seed, **options)
     observations, actions, prompts = [obs], [np.zeros(ACTION_WIDTH, np.float32)], [None]
     events = [Event(e.name, e.text, 0) for e in obs.events]
+    if callback is not None:
+        callback(0, obs)
     for i in range(1, frames):
         action, prompt = player.act(obs)
         try:
@@ -122,13 +124,14 @@ def _play(engine: Engine, player, seed: int, frames: int, options: dict,
 
 def record_with(engine: Engine, seed: int, frames: int, policy: str = "mix",
                 event_rate: float = 0.0, callback=None, *, start: str = "player",
-                map: str | None = None) -> Episode:
+                map: str | None = None, prompts: dict[int, str] | None = None) -> Episode:
     """Play `frames - 1` steps of `policy` on an open engine from `engine.reset(seed)`.
 
     `start` "random" starts at `engine.start_options(seed)`; `map` (engines with maps)
-    switches the engine to it first. Meta records `start`, `map` and `start_pose`
-    [x, y, yaw] of frame 0. If the game ends early (DOOM: the player died) the episode is
-    shorter and meta `ended` says why. `callback(step, obs)` is called after every frame.
+    switches the engine to it first; `prompts` {step: text} adds those prompts at those
+    steps (scripted events). Meta records `start`, `map` and `start_pose` [x, y, yaw] of
+    frame 0. If the game ends early (DOOM: the player died) the episode is shorter and meta
+    `ended` says why. `callback(i, obs)` is called with every frame i, frame 0 too.
     """
     if not (isinstance(frames, int) and frames >= 1):
         raise ValueError(f"frames must be a positive integer, got {frames!r}")
@@ -136,6 +139,8 @@ def record_with(engine: Engine, seed: int, frames: int, policy: str = "mix",
     options = _reset_options(engine, seed, start, map)
     if event_rate > 0:
         player = with_events(player, engine.events, event_rate, seed)
+    if prompts:
+        player = WithPrompts(player, prompts)
     player.reset(seed, frames - 1)
     observations, actions, prompts, events, ended = _play(engine, player, seed, frames,
                                                           options, callback)
@@ -157,11 +162,13 @@ def record_with(engine: Engine, seed: int, frames: int, policy: str = "mix",
 
 def record_episode(engine_name: str, seed: int, frames: int, size: int, policy: str = "mix",
                    event_rate: float = 0.0, *, start: str = "player", map: str | None = None,
+                   prompts: dict[int, str] | None = None, callback=None,
                    **engine_opts) -> Episode:
     """Open an engine, record one episode (`record_with`), close the engine."""
     engine = make_engine(engine_name, size=size, **engine_opts)
     try:
-        return record_with(engine, seed, frames, policy, event_rate, start=start, map=map)
+        return record_with(engine, seed, frames, policy, event_rate, callback, start=start,
+                           map=map, prompts=prompts)
     finally:
         engine.close()
 

@@ -1,13 +1,16 @@
 """Evaluation against the engine's own ground truth: the protocols (`protocols`; a minute of
 open loop: `long`; coming back to views seen before: `revisit`), the trivial baselines
 (`baselines`), speed benchmarks (`bench`; training: `training_speed`), tables and JSON
-(`report`) and the `eval` command (`cli`).
+(`report`) and the `eval` command (`cli`). The full suite (`full`: every protocol plus
+events, camera following and an unseen map, for the world, the peer baseline (`peer`) and
+repeat-last, with bootstrap intervals (`intervals`) and an HTML report (`full_report`)).
 
     world = wl.pretrained.load_world(wl.DATA / "checkpoints" / "doom64")
     episodes = wl.evaluate.heldout_episodes("doom", 8, 40, world.size)
     wl.evaluate.print_quick(wl.evaluate.quick_suite(world, episodes))
 """
 
+from . import camera_follow, events, full, full_report, intervals, predictors, shipped
 from .baselines import repeat_baseline, warp_baseline, warp_to_poses
 from .long import generate_walk, long_horizon
 from .protocols import (HELDOUT_SEED, autoencoder_scores, drift, generate, heldout_episodes,

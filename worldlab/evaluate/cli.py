@@ -32,9 +32,10 @@ from .revisit import MIN_GAP, MIN_OVERLAP, POLICIES, revisit
 
 SUITE_DEFAULTS = {  # episodes, frames, start: a minute of play from anywhere for "long"
     "quick": (8, None, "player"), "autoencoder": (8, 64, "player"),
-    "long": (2, 1000, "random"), "revisit": (8, 96, "random")}
+    "long": (2, 1000, "random"), "revisit": (8, 96, "random"),
+    "full": (None, None, None)}  # full: its sizes are `full.SuiteSizes` (--full-size)
 INVULNERABLE = ("long", "revisit")  # suites whose DOOM walks must not end in death
-MODEL_SUITES = ("long", "revisit")  # suites that compare --model NAME=DIR worlds
+MODEL_SUITES = ("long", "revisit", "full")  # suites that take --model NAME=DIR worlds
 
 
 def _policy(args) -> str | tuple[str, ...]:
@@ -143,8 +144,42 @@ def _autoencoder(args, ae, engine: str, size: int) -> tuple[dict, list]:
     return result, episodes
 
 
+def _full(args) -> int:
+    """Every protocol for each --model NAME=DIR (or the --checkpoint), with its engine's
+    probes and peer; one JSON and one HTML page for all of them."""
+    from tqdm.auto import tqdm
+
+    from .full import full_suite, suite_sizes
+    from .full_report import print_full, write_html
+    from .shipped import load_shipped_peer, load_shipped_probes
+
+    sizes = suite_sizes(args.full_size)
+    results, strips = {}, {}
+    for name, path in _models(args).items():
+        world = load_world(resolve_checkpoint(path), device=args.device,
+                           subfolder=args.weights, sample=_sample(args))
+        engine = args.engine or world.config.data.engine
+        probes = load_shipped_probes(engine, args.probes)
+        peer = None if args.peer == "none" else load_shipped_peer(world, args.peer)
+        bar = tqdm(total=6, desc=f"full suite: {name}", unit="section")
+        results[name], strips[name] = full_suite(
+            world, peer, probes, sizes, engine=engine,
+            progress=lambda section: (bar.set_postfix_str(section), bar.update()))
+        bar.close()
+        results[name].update(checkpoint=str(path), peer=None if peer is None else
+                             str(peer.path), threads=args.threads, device=args.device)
+        print(f"\n{name}: {engine}, {results[name]['seconds']['total']:.0f} s")
+        print_full(results[name])
+    out = Path(args.out)
+    print(f"wrote {atomic_write_json(out / 'full.json', {'worlds': results})}")
+    print(f"wrote {write_html(results, strips, out / 'full.html')}")
+    return 0
+
+
 def _cli(args) -> int:
     torch.set_num_threads(args.threads)
+    if args.suite == "full":
+        return _full(args)
     episodes_default, frames_default, start_default = SUITE_DEFAULTS[args.suite]
     args.episodes = args.episodes or episodes_default
     args.frames = args.frames or frames_default
@@ -182,7 +217,10 @@ def _cli(args) -> int:
 
 def configure_cli(parser) -> None:
     parser.add_argument("--suite", default="quick", choices=list(SUITE_DEFAULTS),
-                        help="quick: next chunk, drift, controls, runtime; long: a minute "
+                        help="full: every protocol below plus events, camera following and "
+                             "an unseen map, for the world, the peer and repeat-last, with "
+                             "intervals and an HTML report; "
+                             "quick: next chunk, drift, controls, runtime; long: a minute "
                              "of open loop against drift-free, autoencoder and repeat-last "
                              "references; revisit: coming back to views seen before, with "
                              "each world's memory; autoencoder: reconstruction PSNR, SSIM, "
@@ -222,6 +260,15 @@ def configure_cli(parser) -> None:
                              "else at least 6)")
     parser.add_argument("--steps", type=int, default=None,
                         help="sampling steps (default: each world's own sample.steps)")
+    parser.add_argument("--peer", default=None, metavar="DIR",
+                        help="full suite: the peer baseline (default: the shipped one of the "
+                             "world's engine, if any; 'none' to leave it out)")
+    parser.add_argument("--probes", default=None, metavar="DIR",
+                        help="full suite: events and camera probes (default: the shipped "
+                             "ones of the world's engine)")
+    parser.add_argument("--full-size", action="append", default=[], metavar="KEY=N",
+                        help="full suite: change one of its sizes (full.SuiteSizes), e.g. "
+                             "episodes=2; repeatable")
     parser.add_argument("--seed", type=int, default=HELDOUT_SEED)
     parser.add_argument("--device", default="auto")
     parser.add_argument("--threads", type=int, default=2, help="torch CPU threads")

@@ -36,6 +36,7 @@ from ..model.autoencoder import evaluate_autoencoder, frames_to_tensor
 from ..model.sampler import append_generated, rollout, sample_chunk
 from ..pretrained import World
 from .baselines import repeat_baseline, warp_baseline
+from .predictors import as_predictor
 
 HELDOUT_SEED = 1_000_000  # training recordings use seeds below this
 _YAW, _RIGHT = ACTION_FIELDS.index("yaw"), ACTION_FIELDS.index("right")
@@ -93,50 +94,86 @@ def generate(world: World, episode, start: int, context: int, frames: int,
 # ----------------------------------------------------------------------------------------
 
 
-def next_chunk(world: World, episodes, starts_per_episode: int = 4, seed: int = 0,
+def next_chunk(world, episodes, starts_per_episode: int = 4, seed: int = 0,
                steps: int | None = None) -> dict:
     """Teacher-forced next chunk after one true chunk, at several start points per episode
-    (`steps` sampling steps; default the world's)."""
-    f = world.chunk_frames
-    model, repeat, warp, recon, ss = [], [], [], [], []
+    (`world`: a World, sampled with `steps` (default its own), or any predictor); the
+    autoencoder's reconstruction (the ceiling) only for a World. `*_per_episode`: the
+    episode means the suite's intervals are drawn from."""
+    pred = as_predictor(world, steps)
+    f = pred.chunk_frames
+    rows = []  # per start: episode, model psnr, ssim, repeat, warp, recon
     rng = np.random.default_rng(seed)
-    for ep in episodes:
+    for e, ep in enumerate(episodes):
         last_start = (len(ep) - 2 * f) // f
         for start in sorted(rng.choice(last_start + 1, min(starts_per_episode, last_start + 1),
                                        replace=False) * f):
             true = ep.rgb[start + f:start + 2 * f]
-            gen = generate(world, ep, start, f, 2 * f, steps=steps, seed=seed)
-            model.append(frame_psnr(gen, true).mean())
-            ss.append(frame_ssim(gen, true).mean())
-            repeat.append(frame_psnr(repeat_baseline(ep.rgb[start + f - 1], f), true).mean())
-            if ep.depth is not None:
-                warp.append(frame_psnr(warp_baseline(ep, start + f - 1,
-                                                     range(start + f, start + 2 * f)),
-                                       true).mean())
-            recon.append(frame_psnr(world.decode(world.encode(true)), true).mean())
-    return {"next_chunk_psnr": float(np.mean(model)), "next_chunk_ssim": float(np.mean(ss)),
-            "baseline_repeat_psnr": float(np.mean(repeat)),
-            "baseline_warp_psnr": float(np.mean(warp)) if warp else None,
-            "autoencoder_psnr": float(np.mean(recon)), "next_chunk_samples": len(model)}
+            gen = pred.predict(ep, start, f, 2 * f, seed=seed)
+            warp = frame_psnr(warp_baseline(ep, start + f - 1, range(start + f, start + 2 * f)),
+                              true).mean() if ep.depth is not None else np.nan
+            recon = frame_psnr(world.decode(world.encode(true)), true).mean() \
+                if isinstance(world, World) else np.nan
+            rows.append((e, frame_psnr(gen, true).mean(), frame_ssim(gen, true).mean(),
+                         frame_psnr(repeat_baseline(ep.rgb[start + f - 1], f), true).mean(),
+                         warp, recon))
+    r = np.array(rows, dtype=np.float64)
+    mean = lambda k: None if np.isnan(r[:, k]).all() else float(np.nanmean(r[:, k]))  # noqa: E731
+    per_episode = lambda k: [float(r[r[:, 0] == e, k].mean())  # noqa: E731
+                             for e in range(len(episodes)) if (r[:, 0] == e).any()]
+    return {"next_chunk_psnr": mean(1), "next_chunk_ssim": mean(2),
+            "baseline_repeat_psnr": mean(3), "baseline_warp_psnr": mean(4),
+            "autoencoder_psnr": mean(5), "next_chunk_samples": len(r),
+            "next_chunk_psnr_per_episode": per_episode(1),
+            "baseline_repeat_psnr_per_episode": per_episode(3)}
 
 
-def drift(world: World, episodes, horizon: int = 32, seed: int = 0,
-          steps: int | None = None) -> dict:
-    """Open-loop rollout PSNR per step (true and mirrored controls) vs repeat-last."""
-    f = world.chunk_frames
-    curve, mirrored, repeat = [], [], []
+def open_loop(world, episodes, horizon: int = 32, seed: int = 0, steps: int | None = None,
+              mirrored: bool = True) -> dict:
+    """Open-loop rollouts of `horizon` frames from each episode's first true chunk, with the
+    true controls and (`mirrored`) with mirrored ones: {"context", "true": [(horizon, h, w,
+    3)], "mirrored": [...], "mirrored_c2w": [(context + horizon, 4, 4)], "seconds"}; the
+    drift and camera-following protocols read them."""
+    pred = as_predictor(world, steps)
+    f = pred.chunk_frames
+    out = {"context": f, "true": [], "mirrored": [], "mirrored_c2w": [], "seconds": 0.0}
+    t0 = time.perf_counter()
     for ep in episodes:
-        true = ep.rgb[f:f + horizon]
-        curve.append(frame_psnr(generate(world, ep, 0, f, f + horizon, steps=steps, seed=seed),
-                                true))
-        a, c = mirror_controls(ep.actions[:f + horizon], ep.c2w[:f + horizon])
-        mirrored.append(frame_psnr(generate(world, ep, 0, f, f + horizon, a, c, steps=steps,
-                                            seed=seed), true))
-        repeat.append(frame_psnr(repeat_baseline(ep.rgb[f - 1], horizon), true))
+        out["true"].append(pred.predict(ep, 0, f, f + horizon, seed=seed))
+        if mirrored:
+            a, c = mirror_controls(ep.actions[:f + horizon], ep.c2w[:f + horizon])
+            out["mirrored"].append(pred.predict(ep, 0, f, f + horizon, a, c, seed=seed))
+            out["mirrored_c2w"].append(c)
+    out["seconds"] = time.perf_counter() - t0
+    out["frames"] = sum(len(g) for g in out["true"] + out["mirrored"])
+    return out
+
+
+def drift_scores(rollouts: dict, episodes) -> dict:
+    """PSNR per step of open-loop rollouts (`open_loop`) with true and mirrored controls,
+    against repeat-last; per-episode means for the intervals."""
+    f = rollouts["context"]
+    curve, mirrored, repeat = [], [], []
+    for k, ep in enumerate(episodes):
+        gen = rollouts["true"][k]
+        true = ep.rgb[f:f + len(gen)]
+        curve.append(frame_psnr(gen, true))
+        if rollouts["mirrored"]:
+            mirrored.append(frame_psnr(rollouts["mirrored"][k], true))
+        repeat.append(frame_psnr(repeat_baseline(ep.rgb[f - 1], len(gen)), true))
     return {"rollout_psnr": np.mean(curve, 0).round(3).tolist(),
             "baseline_repeat_rollout_psnr": np.mean(repeat, 0).round(3).tolist(),
-            "mirrored_actions_rollout_psnr": float(np.mean(mirrored)),
-            "rollout_psnr_mean": float(np.mean(curve)), "rollout_episodes": len(curve)}
+            "mirrored_actions_rollout_psnr": float(np.mean(mirrored)) if mirrored else None,
+            "rollout_psnr_mean": float(np.mean(curve)), "rollout_episodes": len(curve),
+            "rollout_psnr_per_episode": np.mean(curve, 1).round(3).tolist(),
+            "mirrored_drop_per_episode": (np.mean(curve, 1) - np.mean(mirrored, 1)).round(3)
+            .tolist() if mirrored else []}
+
+
+def drift(world, episodes, horizon: int = 32, seed: int = 0,
+          steps: int | None = None) -> dict:
+    """Open-loop rollout PSNR per step (true and mirrored controls) vs repeat-last."""
+    return drift_scores(open_loop(world, episodes, horizon, seed, steps), episodes)
 
 
 def sync(device: torch.device) -> None:

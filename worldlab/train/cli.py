@@ -1,7 +1,7 @@
 """`python -m worldlab train autoencoder | world | distill | decoder | long-horizon | memory |
-depth-head | package`:
+depth-head | diamond | probes | package`:
 the recipes (`recipes.py`, `distill.py`, `decoder.py`, `long_horizon.py`, `memory.py`,
-`depth_head.py`) with a progress bar and a summary line.
+`depth_head.py`, `diamond.py`, `probes.py`) with a progress bar and a summary line.
 
     python -m worldlab train autoencoder --preset small --data runs/data/doom --out runs/ae
     python -m worldlab train world --preset small --data runs/data/doom \
@@ -12,6 +12,9 @@ the recipes (`recipes.py`, `distill.py`, `decoder.py`, `long_horizon.py`, `memor
     python -m worldlab train decoder --world data/checkpoints/doom64 --data runs/data/doom \
         --latents runs/data/doom/latents --out runs/fast_decoder
     python -m worldlab train depth-head --data runs/mem/data --out runs/memory/depth_head
+    python -m worldlab train diamond --data runs/w2/data900 --out runs/peer --minutes 45
+    python -m worldlab train probes --engine doom --motion-data runs/w2/data \
+        --out data/checkpoints/probes/doom
 """
 
 from __future__ import annotations
@@ -204,6 +207,45 @@ def _cli_depth_head(args) -> int:
     return 0
 
 
+def _cli_probes(args) -> int:
+    from tqdm.auto import tqdm
+
+    import torch
+
+    from .probes import train_probes
+
+    torch.set_num_threads(args.threads)
+    with tqdm(total=args.walks + args.held_walks, desc="probe walks", unit="walk") as bar:
+        run = train_probes(args.engine, args.out, walks=args.walks, held_walks=args.held_walks,
+                           frames=args.frames, size=args.size, gap=args.gap, steps=args.steps,
+                           batch_size=args.batch_size, seed=args.seed,
+                           motion_store=args.motion_data, device=args.device,
+                           progress=bar.update)
+    for kind, s in run.report["kinds"].items():
+        print(f"kinds probe, {kind}: balanced accuracy {s['balanced_accuracy']:.3f} on "
+              f"{s['frames']} held-out frames ({'used' if s['usable'] else 'NOT used'}: bar "
+              f"{run.report['accuracy_bar']})")
+    for field, s in run.report["motion"].items():
+        print(f"motion probe, {field}: mean abs error {s['mae']:.4g} (mean-motion baseline "
+              f"{s['mean_motion_mae']:.4g})")
+    print(f"saved {args.out}/kinds, {args.out}/motion, {args.out}/probes.json")
+    return 0
+
+
+def _cli_diamond(args) -> int:
+    from .diamond import train_diamond
+
+    with Progress("peer (DIAMOND-style U-Net)") as progress:
+        run = train_diamond(args.data, args.out, steps=args.steps, minutes=args.minutes,
+                            batch_size=args.batch_size, lr=args.lr, seed=args.seed,
+                            device=args.device, threads=args.threads, resume=args.resume,
+                            **progress.hooks)
+    print(f"step {run.state['step']}: loss {run.state.get('loss', float('nan')):.4f} in "
+          f"{run.seconds:.0f} s; saved {args.out}/model and {args.out}/ema "
+          f"(evaluate.peer.load_peer)")
+    return 0
+
+
 def _cli_check(args) -> int:
     """The memory estimate of a preset against this machine (and an accelerate config)."""
     cfg = _config(args)
@@ -371,6 +413,55 @@ def configure_cli(parser) -> None:
     fd.add_argument("--device", default="auto", help="auto | cpu | cuda")
     fd.set_defaults(func=_cli_decoder)
     _add_depth_head(sub)
+    _add_diamond(sub)
+    _add_probes(sub)
+
+
+def _add_probes(sub) -> None:
+    pr = sub.add_parser("probes", help="train the evaluation suite's events and camera probes",
+                        description="record labelled engine walks, train the kinds probe "
+                                    "(which characters are in view) and the motion probe "
+                                    "(inverse dynamics between frames), check both on "
+                                    "held-out walks (train/probes.py)")
+    pr.add_argument("--engine", required=True, choices=("doom", "procedural"))
+    pr.add_argument("--out", required=True, help="directory: kinds/, motion/, probes.json")
+    pr.add_argument("--motion-data", default=None, metavar="DIR",
+                    help="an episode store for the motion probe (e.g. the world's training "
+                         "data); default: the labelled walks")
+    pr.add_argument("--walks", type=int, default=400)
+    pr.add_argument("--held-walks", type=int, default=32)
+    pr.add_argument("--frames", type=int, default=64)
+    pr.add_argument("--size", type=int, default=64)
+    pr.add_argument("--gap", type=int, default=2, help="frames between the motion pair")
+    pr.add_argument("--steps", type=int, default=4000)
+    pr.add_argument("--batch-size", type=int, default=64)
+    pr.add_argument("--seed", type=int, default=0)
+    pr.add_argument("--threads", type=int, default=1, help="torch CPU threads")
+    pr.add_argument("--device", default="cpu", help="auto | cpu | cuda")
+    pr.set_defaults(func=_cli_probes)
+
+
+def _add_diamond(sub) -> None:
+    pe = sub.add_parser("diamond", help="train the DIAMOND-style peer baseline",
+                        description="a pixel-space U-Net world model (DIAMOND-style, EDM "
+                                    "preconditioning) on an episode store's frames and "
+                                    "actions (train/diamond.py), the peer of the world "
+                                    "models in the evaluation tables")
+    pe.add_argument("--data", required=True, help="episode store directory")
+    pe.add_argument("--out", required=True, help="run directory (checkpoints, model, ema, "
+                                                 "train_run.json)")
+    budget = pe.add_mutually_exclusive_group()
+    budget.add_argument("--steps", type=int, default=None, help="default 2000")
+    budget.add_argument("--minutes", type=float, default=None,
+                        help="wall-clock budget: the step count is timed to fit it")
+    pe.add_argument("--batch-size", type=int, default=16)
+    pe.add_argument("--lr", type=float, default=5e-4)
+    pe.add_argument("--seed", type=int, default=0, help="weights, data order, noise")
+    pe.add_argument("--threads", type=int, default=None, help="torch CPU threads")
+    pe.add_argument("--resume", action="store_true",
+                    help="continue from --out's checkpoint (and its planned step count)")
+    pe.add_argument("--device", default="cpu", help="auto | cpu | cuda")
+    pe.set_defaults(func=_cli_diamond)
 
 
 def _add_depth_head(sub) -> None:
