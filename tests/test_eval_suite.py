@@ -17,7 +17,7 @@ from worldlab.episodes import record_episode
 from worldlab.evaluate.camera_follow import camera_scores
 from worldlab.evaluate.events import event_scores
 from worldlab.evaluate.full import SuiteSizes, full_suite, suite_sizes
-from worldlab.evaluate.full_report import headline_rows, write_html
+from worldlab.evaluate.full_report import headline_rows, save_strip, write_html
 from worldlab.evaluate.intervals import bootstrap
 from worldlab.evaluate.predictors import RepeatPredictor, as_predictor
 from worldlab.model.probes import MOTION_FIELDS, FrameProbe
@@ -222,4 +222,6 @@ def test_full_suite_runs_end_to_end_on_a_tiny_world(world, tmp_path):
     page = write_html({"tiny": result}, {"tiny": strips}, tmp_path / "full.html")
     text = page.read_text()
     assert "plotly" in text and "data:image/png;base64" in text
+    png = save_strip(strips["main"], tmp_path / "strip.png")
+    assert png.read_bytes()[:4] == b"\x89PNG"
     json.dumps(result)  # the JSON the CLI writes

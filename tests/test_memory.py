@@ -14,7 +14,7 @@ import torch
 import worldlab as wl
 from worldlab.episodes import EpisodeStore, LatentCache, record_many
 from worldlab.evaluate.memory_rollout import open_loop
-from worldlab.evaluate.protocols import generate
+from worldlab.evaluate.generation import generate
 from worldlab.memory.retrieval import select_memory
 from worldlab.memory.stream import MemoryStream
 from worldlab.model import WorldModel

@@ -12,8 +12,9 @@ repeat-last, with bootstrap intervals (`intervals`) and an HTML report (`full_re
 
 from . import camera_follow, events, full, full_report, intervals, predictors, shipped
 from .baselines import repeat_baseline, warp_baseline, warp_to_poses
+from .generation import generate
 from .long import generate_walk, long_horizon
-from .protocols import (HELDOUT_SEED, autoencoder_scores, drift, generate, heldout_episodes,
+from .protocols import (HELDOUT_SEED, autoencoder_scores, drift, heldout_episodes,
                         mirror_controls, next_chunk, quick_suite, runtime)
 from .report import print_long, print_quick, print_revisit, print_table
 from .revisit import return_pairs, revisit
@@ -23,4 +24,5 @@ __all__ = ["HELDOUT_SEED", "autoencoder_scores", "generate", "next_chunk", "drif
            "runtime", "quick_suite", "heldout_episodes", "mirror_controls", "repeat_baseline",
            "warp_baseline", "warp_to_poses", "print_quick", "print_table", "rollout_frames",
            "rollout_strip", "long_horizon", "generate_walk", "print_long", "revisit",
-           "return_pairs", "print_revisit"]
+           "return_pairs", "print_revisit", "camera_follow", "events", "full", "full_report",
+           "intervals", "predictors", "shipped"]

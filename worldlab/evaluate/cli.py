@@ -150,7 +150,7 @@ def _full(args) -> int:
     from tqdm.auto import tqdm
 
     from .full import full_suite, suite_sizes
-    from .full_report import print_full, write_html
+    from .full_report import print_full, save_strip, write_html
     from .shipped import load_shipped_peer, load_shipped_probes
 
     sizes = suite_sizes(args.full_size)
@@ -173,6 +173,9 @@ def _full(args) -> int:
     out = Path(args.out)
     print(f"wrote {atomic_write_json(out / 'full.json', {'worlds': results})}")
     print(f"wrote {write_html(results, strips, out / 'full.html')}")
+    for name, s in strips.items():
+        for where, frames in s.items():
+            print(f"wrote {save_strip(frames, out / f'full_strip_{name}_{where}.png')}")
     return 0
 
 

@@ -22,7 +22,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..atomic import atomic_write_text
+from ..atomic import atomic_write_bytes, atomic_write_text
 from .full import STRIP_STEPS
 from .intervals import fmt
 
@@ -112,15 +112,29 @@ def print_full(result: dict) -> None:
 # ----------------------------------------------------------------------------------------
 
 
-def _png(frames_by_row: dict) -> str:
-    """A base64 PNG: one row per entry (engine, models), frames side by side."""
+def strip_image(frames_by_row: dict, scale: int = 2) -> np.ndarray:
+    """uint8 (rows h s, columns w s, 3): one row per entry (engine, then each model), its
+    frames side by side, each pixel `scale` x `scale`."""
+    rows = [np.concatenate(list(v), axis=1) for v in frames_by_row.values()]
+    return np.concatenate(rows, axis=0).repeat(scale, 0).repeat(scale, 1)
+
+
+def save_strip(frames_by_row: dict, path) -> Path:
+    """The strip as a PNG at `path`, atomically."""
     from PIL import Image
 
-    rows = [np.concatenate(list(v), axis=1) for v in frames_by_row.values()]
     buf = io.BytesIO()
-    Image.fromarray(np.concatenate(rows, axis=0)).resize(
-        (rows[0].shape[1] * 2, sum(r.shape[0] for r in rows) * 2), Image.NEAREST).save(buf,
-                                                                                      "PNG")
+    Image.fromarray(strip_image(frames_by_row)).save(buf, "PNG")
+    atomic_write_bytes(Path(path), buf.getvalue())
+    return Path(path)
+
+
+def _png(frames_by_row: dict) -> str:
+    """The strip as a base64 PNG."""
+    from PIL import Image
+
+    buf = io.BytesIO()
+    Image.fromarray(strip_image(frames_by_row)).save(buf, "PNG")
     return base64.b64encode(buf.getvalue()).decode()
 
 

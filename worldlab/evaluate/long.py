@@ -29,7 +29,7 @@ import torch
 from ..metrics import colour_distance, frame_psnr, sharpness
 from ..model.sampler import append_generated, chunk_conditions, sample_chunk
 from ..pretrained import World
-from .protocols import episode_conditions
+from .generation import episode_conditions
 
 EARLY = (32, 64)  # frames 33-64, 1-based, as the quick suite's horizon ends
 LATE_FRAMES = 100  # the last 100 frames of a walk

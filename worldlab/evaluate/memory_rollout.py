@@ -21,7 +21,8 @@ from ..config import check_sampling_steps
 from ..memory.stream import MemoryStream
 from ..model.sampler import chunk_conditions
 from ..pretrained import World
-from .protocols import chunk_noise, episode_conditions, sync
+from .generation import episode_conditions
+from .protocols import chunk_noise, sync
 
 
 def memory_stream(world: World, episode, depth_head=None) -> MemoryStream:

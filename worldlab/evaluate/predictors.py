@@ -26,6 +26,7 @@ import numpy as np
 
 from ..pretrained import World
 from .baselines import repeat_baseline
+from .generation import generate
 
 
 @dataclass
@@ -47,8 +48,6 @@ class WorldPredictor:
     def predict(self, episode, start: int, context: int, frames: int,
                 actions: np.ndarray | None = None, c2w: np.ndarray | None = None,
                 seed: int = 0) -> np.ndarray:
-        from .protocols import generate  # protocols builds on this module
-
         return generate(self.world, episode, start, context, frames, actions, c2w,
                         steps=self.steps, seed=seed)
 

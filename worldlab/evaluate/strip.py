@@ -13,7 +13,7 @@ import numpy as np
 
 from ..pretrained import World
 from ..viz import frame_grid
-from .protocols import generate
+from .generation import generate
 
 
 def rollout_frames(worlds: dict[str, World], episode, at=(8, 32, 64)) -> dict[str, np.ndarray]:

@@ -8,9 +8,10 @@ read generated frames (`worldlab.evaluate.events`, `worldlab.evaluate.camera_fol
                    (`train.probes.relative_motion`), each divided by `scale`
 
 The network is a plain strided CNN: four (3x3 conv stride 2, GroupNorm, SiLU) levels, so a
-64 px frame ends at 4 x 4; "kinds" pools that map (a character may be anywhere), "motion"
-keeps its layout (which way the scene moved is the answer) and flattens it into a small MLP.
-With the default channels (16, 32, 64, 64) a probe has ~70-150 k parameters.
+64 px frame ends at 4 x 4; "kinds" pools that map by its mean and its max (a character may
+be anywhere, and a small one lights few positions), "motion" keeps its layout (which way
+the scene moved is the answer) and flattens it into a small MLP. With the default channels
+(32, 64, 96, 128) a probe has ~0.2-0.4 M parameters.
 
 Shape legend: b batch, c channels, h w height width, K kinds.
 """
@@ -37,7 +38,7 @@ class FrameProbe(ModelMixin, ConfigMixin):
 
     @register_to_config
     def __init__(self, task: str = "kinds", outputs: tuple[str, ...] = ("imp", "monster"),
-                 size: int = 64, channels: tuple[int, ...] = (16, 32, 64, 64),
+                 size: int = 64, channels: tuple[int, ...] = (32, 64, 96, 128),
                  scale: tuple[float, ...] = (), gap: int = 0):
         super().__init__()
         if task not in TASKS:
@@ -57,13 +58,15 @@ class FrameProbe(ModelMixin, ConfigMixin):
             c_in = c
         self.trunk = nn.Sequential(*layers)
         side = size // 2 ** len(channels)
-        self.head = nn.Sequential(nn.AdaptiveAvgPool2d(1), nn.Flatten(),
-                                  nn.Linear(c_in, len(outputs))) if task == "kinds" else \
+        self.head = nn.Linear(2 * c_in, len(outputs)) if task == "kinds" else \
             nn.Sequential(nn.Flatten(), nn.Linear(c_in * side * side, 128), nn.SiLU(),
                           nn.Linear(128, len(outputs)))
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.head(self.trunk(x))
+        y = self.trunk(x)
+        if self.config.task == "kinds":  # mean and max over the map: a small sprite counts
+            y = torch.cat([y.mean((2, 3)), y.amax((2, 3))], 1)
+        return self.head(y)
 
     @torch.no_grad()
     def predict(self, frames: np.ndarray, later: np.ndarray | None = None) -> np.ndarray:

@@ -5,8 +5,9 @@ own labels, and check them on held-out engine walks before they score any genera
     probes = load_probes("data/checkpoints/probes_doom")
 
 Labels come from the engine, never from a person or a model:
-- kinds: a character kind is in view when at least `min_pixels` (24 at 64 px, scaled with
-  the frame area) of the frame's pixels belong to characters of that kind
+- kinds: a character kind is in view when at least `min_pixels` (32 at 64 px, scaled with
+  the frame area) of the frame's pixels belong to characters of that kind, and not in view
+  when none does; frames with a sliver between are neither taught nor scored
   (`Observation.instance` and `Observation.things`: DOOM's label buffer, the procedural
   world's instance ids);
 - motion: the camera's motion from frame i to frame i + gap, read from the two true poses
@@ -45,7 +46,8 @@ from .loop import fit, make_accelerator
 from .recipes import seeded
 
 ACCURACY_BAR = 0.9  # balanced accuracy a kinds probe needs on held-out engine frames
-MIN_PIXELS_64 = 24  # pixels of a kind, in a 64 px frame, for "in view"
+MIN_PIXELS_64 = 32  # pixels of a kind, in a 64 px frame, for "in view" (a summoned imp
+# covers ~600)
 # a pair of frames whose camera turned more than this shares too little of its view for
 # any probe to read the turn (DOOM's turn-around walks turn 135 degrees in 4 steps)
 MAX_PAIR_YAW = 45.0
