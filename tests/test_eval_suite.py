@@ -22,7 +22,7 @@ from worldlab.evaluate.intervals import bootstrap
 from worldlab.evaluate.predictors import RepeatPredictor, as_predictor
 from worldlab.model.probes import MOTION_FIELDS, FrameProbe
 from worldlab.train.probes import (LabelledWalks, Probes, kind_labels, load_probes,
-                                   relative_motion, train_probes)
+                                   motion_usable, relative_motion, train_probes)
 
 pytestmark = pytest.mark.usefixtures("one_thread")  # tests/conftest.py
 RED = np.array([255, 0, 0], np.uint8)
@@ -187,6 +187,12 @@ def test_train_probes_saves_checked_probes_that_load_and_predict(tmp_path):
         loaded.kinds.predict(np.zeros((1, 64, 64, 3), np.uint8))
     with pytest.raises(ValueError, match="two"):
         loaded.motion.predict(rgb)
+
+
+def test_a_motion_control_is_scored_only_where_the_probe_beats_the_mean_motion():
+    assert motion_usable({"mae_over_mean_motion": 0.4})
+    assert not motion_usable({"mae_over_mean_motion": 0.95})  # DOOM's strafe
+    assert not motion_usable({"mae_over_mean_motion": None})  # a control never varied
 
 
 def test_probe_configs_and_suite_sizes_name_bad_values():

@@ -24,6 +24,7 @@ import numpy as np
 
 from ..atomic import atomic_write_bytes, atomic_write_text
 from .full import STRIP_STEPS
+from ..train.probes import motion_usable
 from .intervals import fmt
 
 COLUMNS = ("world", "peer", "repeat", "engine")
@@ -40,7 +41,7 @@ def _value(v, digits: int = 2) -> str:
     return "-" if v is None else f"{v:.{digits}f}" if isinstance(v, float) else str(v)
 
 
-def _psnr_rows(section: dict, where: str) -> list:
+def _psnr_rows(section: dict, where: str, probes: dict | None = None) -> list:
     rows = [(where, "next-chunk PSNR (dB)",
              {m: v.get("psnr") for m, v in section["next_chunk"].items()}),
             (where, "open-loop PSNR, all steps (dB)",
@@ -49,15 +50,21 @@ def _psnr_rows(section: dict, where: str) -> list:
              {m: v["mirrored_drop_db"] for m, v in section["drift"].items()})]
     camera = section.get("camera", {})
     if "skipped" not in camera:
-        for c in CONTROLS[:3]:
-            rows.append((where, f"camera {c}: error / engine-frame error",
-                         {m: v["controls"][c]["ratio"] for m, v in camera.items()}))
+        for c in CONTROLS:
+            scores = (probes or {}).get("motion", {}).get(c, {})
+            if motion_usable(scores):
+                rows.append((where, f"camera {c}: error / engine-frame error",
+                             {m: v["controls"][c]["ratio"] for m, v in camera.items()}))
+            else:
+                rows.append((where, f"camera {c}: not scored (the probe's held-out error is "
+                                    f"{_value(scores.get('mae_over_mean_motion'))} of the "
+                                    f"mean-motion baseline's)", {}))
     return rows
 
 
 def headline_rows(result: dict) -> list[tuple[str, str, dict]]:
     """(section, metric, {column: value}) rows of one world's full result."""
-    rows = _psnr_rows(result, "held-out walks")
+    rows = _psnr_rows(result, "held-out walks", result.get("probes"))
     ev = result.get("events", {})
     if "rows" in ev:
         r = ev["rows"]
@@ -88,7 +95,7 @@ def headline_rows(result: dict) -> list[tuple[str, str, dict]]:
                  {"world": lh["psnr_late"], "repeat": lh.get("psnr_repeat_late")}))
     gen = result["generalisation"]
     where = f"unseen map {','.join(gen['maps'])}" if gen.get("maps") else "unseen seeds"
-    rows += _psnr_rows(gen, where)
+    rows += _psnr_rows(gen, where, result.get("probes"))
     return rows
 
 
@@ -153,9 +160,10 @@ def figures(result: dict) -> list:
         figs.append(fig)
     if "skipped" not in result["camera"]:
         fig = go.Figure()
+        motion = (result.get("probes") or {}).get("motion", {})
+        scored = [c for c in CONTROLS if motion_usable(motion.get(c, {}))]
         for m, v in result["camera"].items():
-            fig.add_bar(name=m, x=list(CONTROLS),
-                        y=[v["controls"][c]["ratio"] for c in CONTROLS])
+            fig.add_bar(name=m, x=scored, y=[v["controls"][c]["ratio"] for c in scored])
         fig.add_hline(y=1.0, line_dash="dot", annotation_text="engine frames")
         fig.update_layout(title="camera following: probe error / its error on engine frames "
                                 "(1 = as good as the engine)", barmode="group")
@@ -199,8 +207,9 @@ def _probes_html(report: dict | None) -> str:
                       f"({'used' if v['usable'] else 'not used'})"
                       for k, v in report["kinds"].items())
     motion = "; ".join(f"{k}: {v['mae']:.3g} (mean-motion baseline "
-                       f"{v['mean_motion_mae']:.3g})" for k, v in report["motion"].items()
-                       if v["mae"] is not None)
+                       f"{v['mean_motion_mae']:.3g}, "
+                       f"{'scored' if motion_usable(v) else 'not scored'})"
+                       for k, v in report["motion"].items() if v["mae"] is not None)
     return (f"<p><b>kinds probe</b> (held-out engine frames, bar "
             f"{report['accuracy_bar']}): {html.escape(kinds)}</p><p><b>motion probe</b> "
             f"mean absolute error on held-out engine pairs {report['gap']} frames apart: "

@@ -19,7 +19,8 @@ invulnerable (DOOM), summon prompts at `event_rate` per step so imps appear ofte
 walks use seeds the training walks never do. `probes.json` holds every held-out score; a
 kinds probe whose balanced accuracy (mean of the true-positive and true-negative rates) is
 below `ACCURACY_BAR` for a kind is marked unusable for that kind, and the events protocol
-refuses to score with it.
+refuses to score with it; a motion control whose held-out error is above `MOTION_BAR` of
+the mean-motion baseline's is not scored by camera following (`motion_usable`).
 
 Shape legend: n frames, t frames of a walk, K kinds, h w height width.
 """
@@ -46,6 +47,7 @@ from .loop import fit, make_accelerator
 from .recipes import seeded
 
 ACCURACY_BAR = 0.9  # balanced accuracy a kinds probe needs on held-out engine frames
+MOTION_BAR = 0.8  # a motion probe's held-out error over the mean-motion baseline's, at most
 MIN_PIXELS_64 = 32  # pixels of a kind, in a 64 px frame, for "in view" (a summoned imp
 # covers ~600)
 # a pair of frames whose camera turned more than this shares too little of its view for
@@ -259,7 +261,16 @@ def motion_scores(pred: np.ndarray, true: np.ndarray) -> dict:
         base = float(np.abs(true[:, k] - true[:, k].mean()).mean())
         out[name] = {"mae": mae, "mean_motion_mae": base,
                      "mae_over_mean_motion": mae / base if base > 0 else None}
+        out[name]["usable"] = motion_usable(out[name])
     return out
+
+
+def motion_usable(scores: dict) -> bool:
+    """A control the motion probe reads: its held-out error at most MOTION_BAR of what
+    always answering the mean motion scores (a control the walks never vary, DOOM's pitch,
+    or one the probe cannot see, is not scored)."""
+    ratio = scores.get("mae_over_mean_motion")
+    return ratio is not None and ratio <= MOTION_BAR
 
 
 @dataclass
@@ -310,6 +321,7 @@ def train_probes(engine: str, out=None, *, walks: int = 400, held_walks: int = 3
                                             dtype=torch.float32)), device)
     source = train.episodes if motion_store is None else \
         store_episodes(motion_store, motion_episodes, seed)
+    motion_walks = len(source)
     pair_frames, first, m = motion_pairs(source, gap)
     scale = np.maximum(m.std(0), 1e-3)
     motion = _fit(seeded(lambda: FrameProbe("motion", MOTION_FIELDS, size,
@@ -326,7 +338,7 @@ def train_probes(engine: str, out=None, *, walks: int = 400, held_walks: int = 3
               "held_walks": held_walks, "maps": spec["maps"],
               "seeds": [base, base + walks + held_walks],
               "motion_data": "labelled walks" if motion_store is None else
-              f"{min(motion_episodes, len(first))} episodes of {motion_store}",
+              f"{motion_walks} episodes of {motion_store}",
               "kinds": kind_scores(kinds.predict(np.concatenate([e.rgb for e in held.episodes])),
                                    np.concatenate(held.kinds), names),
               "kinds_on_training_frames": kind_scores(kinds.predict(rgb[train_sub]),
