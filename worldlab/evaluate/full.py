@@ -93,6 +93,31 @@ def _psnr_section(models: dict, episodes, sizes: SuiteSizes) -> tuple[dict, dict
     return {"next_chunk": nxt, "drift": drift}, rolls
 
 
+def suite_walks(engine: str, sizes: SuiteSizes, size: int, chunk_frames: int,
+                generalisation: bool = False) -> list:
+    """The held-out walks of next chunk, drift and camera following (`generalisation`: on
+    the unseen map, or other seeds): one chunk of context, `sizes.horizon` frames and a
+    chunk more; random starts and an invulnerable player on DOOM."""
+    frames = 2 * chunk_frames + sizes.horizon
+    maps = GENERALISATION_MAPS.get(engine) if generalisation else None
+    opts = {"monsters": "invulnerable"} if engine == "doom" else {}
+    seed = sizes.seed + (GENERALISATION_OFFSET if generalisation and not maps else 0)
+    return whole(heldout_episodes(engine, sizes.episodes, frames, size, seed=seed,
+                                  start="random" if engine == "doom" else "player",
+                                  maps=maps, **opts),
+                 frames, "generalisation" if generalisation else "held-out")
+
+
+def whole(episodes: list, frames: int, what: str) -> list:
+    """The episodes that reached `frames` frames (DOOM ends one early when the player
+    leaves the map through an exit); an error when none did."""
+    kept = [ep for ep in episodes if len(ep) >= frames]
+    if not kept:
+        raise ValueError(f"none of the {len(episodes)} {what} walks reached {frames} frames "
+                         f"(lengths {[len(ep) for ep in episodes]})")
+    return kept
+
+
 def _camera(rolls: dict, episodes, probes) -> dict:
     if probes is None:
         return {"skipped": "no probes given"}
@@ -124,10 +149,11 @@ def full_suite(world: World, peer=None, probes=None, sizes: SuiteSizes = SIZES,
     f, seconds, result = world.chunk_frames, {}, {"engine": engine, "sizes": asdict(sizes)}
     t0 = time.perf_counter()
     walk_frames = f + sizes.horizon + f
-    eps = heldout_episodes(engine, sizes.episodes, walk_frames, world.size, seed=sizes.seed,
-                           start="random" if engine == "doom" else "player")
+    doom = {"monsters": "invulnerable"} if engine == "doom" else {}
+    eps = suite_walks(engine, sizes, world.size, f)
     section, rolls = _psnr_section(models, eps, sizes)
-    result.update(section)
+    result.update(section, walks={"count": len(eps), "frames": walk_frames,
+                                  "seeds": [ep.meta.get("seed") for ep in eps]})
     result["camera"] = _camera(rolls, eps, probes)
     strips = {"main": _strip(rolls, eps)}
     seconds["next_chunk+drift+camera"] = time.perf_counter() - t0
@@ -141,7 +167,6 @@ def full_suite(world: World, peer=None, probes=None, sizes: SuiteSizes = SIZES,
     tick("runtime")
 
     t0 = time.perf_counter()
-    doom = {"monsters": "invulnerable"} if engine == "doom" else {}
     walks = heldout_episodes(engine, sizes.revisit_walks, sizes.revisit_frames, world.size,
                              REVISIT_POLICIES, seed=sizes.seed,
                              start="random" if engine == "doom" else "player", **doom)
@@ -178,13 +203,11 @@ def full_suite(world: World, peer=None, probes=None, sizes: SuiteSizes = SIZES,
 
     t0 = time.perf_counter()
     maps = GENERALISATION_MAPS.get(engine)
-    gen_eps = heldout_episodes(engine, sizes.episodes, walk_frames, world.size,
-                               seed=sizes.seed + (0 if maps else GENERALISATION_OFFSET),
-                               start="random" if engine == "doom" else "player", maps=maps)
+    gen_eps = suite_walks(engine, sizes, world.size, f, generalisation=True)
     section, gen_rolls = _psnr_section(models, gen_eps, sizes)
     result["generalisation"] = {**section, "camera": _camera(gen_rolls, gen_eps, probes),
-                                "maps": maps, "seeds": [gen_eps[0].meta.get("seed"),
-                                                        gen_eps[-1].meta.get("seed")]}
+                                "maps": maps, "walks": len(gen_eps),
+                                "seeds": [ep.meta.get("seed") for ep in gen_eps]}
     strips["generalisation"] = _strip(gen_rolls, gen_eps)
     seconds["generalisation"] = time.perf_counter() - t0
     tick("generalisation")

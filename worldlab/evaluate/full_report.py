@@ -42,8 +42,12 @@ def _value(v, digits: int = 2) -> str:
 
 
 def _psnr_rows(section: dict, where: str, probes: dict | None = None) -> list:
+    world = section["next_chunk"].get("world", {})
+    ceiling, warp = world.get("autoencoder_psnr"), world.get("baseline_warp_psnr")
     rows = [(where, "next-chunk PSNR (dB)",
              {m: v.get("psnr") for m, v in section["next_chunk"].items()}),
+            (where, "next chunk: the world's autoencoder (ceiling) / warp-last (dB)",
+             {"engine": f"{_value(ceiling)} / {_value(warp)}"}),
             (where, "open-loop PSNR, all steps (dB)",
              {m: v["psnr"] for m, v in section["drift"].items()}),
             (where, "mirrored controls: PSNR drop (dB)",

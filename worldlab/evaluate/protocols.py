@@ -66,9 +66,10 @@ def next_chunk(world, episodes, starts_per_episode: int = 4, seed: int = 0,
                steps: int | None = None) -> dict:
     """Teacher-forced next chunk after one true chunk, at several start points per episode
     (`world`: a World, sampled with `steps` (default its own), or any predictor); the
-    autoencoder's reconstruction (the ceiling) only for a World. `*_per_episode`: the
+    autoencoder's reconstruction (the ceiling) only for a world. `*_per_episode`: the
     episode means the suite's intervals are drawn from."""
     pred = as_predictor(world, steps)
+    ae_world = getattr(pred, "world", None)  # a World (or a WorldPredictor's) has a ceiling
     f = pred.chunk_frames
     rows = []  # per start: episode, model psnr, ssim, repeat, warp, recon
     rng = np.random.default_rng(seed)
@@ -80,8 +81,8 @@ def next_chunk(world, episodes, starts_per_episode: int = 4, seed: int = 0,
             gen = pred.predict(ep, start, f, 2 * f, seed=seed)
             warp = frame_psnr(warp_baseline(ep, start + f - 1, range(start + f, start + 2 * f)),
                               true).mean() if ep.depth is not None else np.nan
-            recon = frame_psnr(world.decode(world.encode(true)), true).mean() \
-                if isinstance(world, World) else np.nan
+            recon = frame_psnr(ae_world.decode(ae_world.encode(true)), true).mean() \
+                if ae_world is not None else np.nan
             rows.append((e, frame_psnr(gen, true).mean(), frame_ssim(gen, true).mean(),
                          frame_psnr(repeat_baseline(ep.rgb[start + f - 1], f), true).mean(),
                          warp, recon))
