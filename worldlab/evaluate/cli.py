@@ -1,6 +1,7 @@
-"""`python -m worldlab eval --suite quick | long | revisit | autoencoder`: score a world
-against the engine's own frames (`--start random --maps MAP01,MAP04`: held-out starts over
-whole maps).
+"""`python -m worldlab eval --suite full | quick | long | revisit | autoencoder`: score a
+world against the engine's own frames (`--start random --maps MAP01,MAP04`: held-out starts
+over whole maps). `full` runs every protocol for the world, its peer and repeat-last
+(`full.py`) and writes `full.json` and `full.html`.
 
     python -m worldlab eval --suite long --model teacher_forcing=runs/long/baseline \
         --model bank=runs/long/bank   # several worlds on the same walks: `methods`
@@ -264,8 +265,8 @@ def configure_cli(parser) -> None:
     parser.add_argument("--steps", type=int, default=None,
                         help="sampling steps (default: each world's own sample.steps)")
     parser.add_argument("--peer", default=None, metavar="DIR",
-                        help="full suite: the peer baseline (default: the shipped one of the "
-                             "world's engine, if any; 'none' to leave it out)")
+                        help="full suite: the peer baseline (default: the world's shipped "
+                             "data/checkpoints/peer_<world>, if any; 'none' to leave it out)")
     parser.add_argument("--probes", default=None, metavar="DIR",
                         help="full suite: events and camera probes (default: the shipped "
                              "ones of the world's engine)")
