@@ -53,10 +53,10 @@ def event_walks(engine: str, n: int, size: int, chunk_frames: int,
     maps = WALK_MAPS.get(engine) if maps is None else maps
     rec = dict(policy="mix", start="random", maps=maps, progress=progress,
                **WALK_OPTS.get(engine, {}))
-    seeds = range(seed, seed + n)
-    return {"prompt": event_prompt(spec, cls.events), "prompt_frame": p,
-            "prompted": record_labelled(engine, seeds, frames, size,
-                                        prompts={p: event_prompt(spec, cls.events)}, **rec),
+    seeds, prompt = range(seed, seed + n), event_prompt(spec, cls.events)
+    return {"prompt": prompt, "prompt_frame": p,
+            "prompted": record_labelled(engine, seeds, frames, size, prompts={p: prompt},
+                                        **rec),
             "plain": record_labelled(engine, seeds, frames, size, **rec)}
 
 

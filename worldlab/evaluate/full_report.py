@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import base64
 import html
-import io
 from pathlib import Path
 
 import numpy as np
@@ -25,6 +24,7 @@ import numpy as np
 from ..atomic import atomic_write_bytes, atomic_write_text
 from .full import STRIP_STEPS
 from ..train.probes import motion_usable
+from ..viz import to_png_bytes
 from .intervals import fmt
 
 COLUMNS = ("world", "peer", "repeat", "engine")
@@ -130,23 +130,14 @@ def strip_image(frames_by_row: dict, scale: int = 2) -> np.ndarray:
     return np.concatenate(rows, axis=0).repeat(scale, 0).repeat(scale, 1)
 
 
+def _base64_png(frames_by_row: dict) -> str:
+    return base64.b64encode(to_png_bytes(strip_image(frames_by_row))).decode()
+
+
 def save_strip(frames_by_row: dict, path) -> Path:
     """The strip as a PNG at `path`, atomically."""
-    from PIL import Image
-
-    buf = io.BytesIO()
-    Image.fromarray(strip_image(frames_by_row)).save(buf, "PNG")
-    atomic_write_bytes(Path(path), buf.getvalue())
+    atomic_write_bytes(Path(path), to_png_bytes(strip_image(frames_by_row)))
     return Path(path)
-
-
-def _png(frames_by_row: dict) -> str:
-    """The strip as a base64 PNG."""
-    from PIL import Image
-
-    buf = io.BytesIO()
-    Image.fromarray(strip_image(frames_by_row)).save(buf, "PNG")
-    return base64.b64encode(buf.getvalue()).decode()
 
 
 def figures(result: dict) -> list:
@@ -237,7 +228,7 @@ def write_html(results: dict, strips: dict, path, title: str = "worldlab benchma
         for where, s in strips.get(name, {}).items():
             parts.append(f"<p>frames {', '.join(map(str, STRIP_STEPS))} of the first "
                          f"{where} rollout; rows: {', '.join(s)}</p>"
-                         f"<img src='data:image/png;base64,{_png(s)}'>")
+                         f"<img src='data:image/png;base64,{_base64_png(s)}'>")
         parts.append(f"<p>seconds per section: {html.escape(str(result['seconds']))}</p>")
     page = (f"<!doctype html><html><head><meta charset='utf-8'><title>{html.escape(title)}"
             f"</title><style>body{{font-family:sans-serif;max-width:1100px;margin:auto}}"
