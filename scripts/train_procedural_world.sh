@@ -12,11 +12,14 @@
 #         stay as they were (~30 min); then the DIAMOND-style peer on the same 900 episodes
 #         for the DOOM peer's budget (scripts/train_peer.sh, 45 min)
 #   3. the teacher packaged (runs/proc/teacher), then its 4-step student by ODE distillation,
-#      240 steps of 16 clips on 512 teacher pairs (doom64's recipe), packaged as proc64
+#      240 steps of 16 clips on 512 teacher pairs (~20 min), then the fast decoder for play,
+#      2,726 steps (~11 min; both doom64's recipe, scripts/train_students.sh); packaged as
+#      proc64
 #   bash scripts/train_procedural_world.sh
 # A smoke run of every stage at tiny size:
-#   RUN=/tmp/proc EPISODES=4 WORLD_STEPS=2 AE_STEPS=2 STUDENT_STEPS=2 PAIRS=4 MINUTES=0.2 \
-#     DEST=/tmp/proc/pkg SHIP_TO=/tmp/proc/peer_pkg bash scripts/train_procedural_world.sh
+#   RUN=/tmp/proc EPISODES=4 WORLD_STEPS=2 AE_STEPS=2 STUDENT_STEPS=2 PAIRS=4 FAST_STEPS=2 \
+#     MINUTES=0.2 DEST=/tmp/proc/pkg SHIP_TO=/tmp/proc/peer_pkg \
+#     bash scripts/train_procedural_world.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${PY:-.venv/bin/python}
@@ -55,6 +58,7 @@ decoder() {
 }
 
 peer() {
+  [ -f "${SHIP_TO:-data/checkpoints/peer_proc64}/train_run.json" ] && return 0
   stage "peer"
   DATA="$RUN/data" OUT="$RUN/peer" SHIP_TO=${SHIP_TO:-data/checkpoints/peer_proc64} PY=$PY \
       bash scripts/train_peer.sh
@@ -69,6 +73,15 @@ student() {
   $PY -m worldlab train distill --teacher "$RUN/teacher" --recipe ode --data "$RUN/data" \
       --device cpu --batch-size 16 --steps "${STUDENT_STEPS:-240}" \
       --set distill__pairs="${PAIRS:-512}" --out "$RUN/ode" "${resume[@]}"
+}
+
+fast_decoder() {
+  [ -d "$RUN/fast_decoder/model" ] && return 0
+  local resume=(); [ -d "$RUN/fast_decoder/checkpoints" ] && resume=(--resume)
+  stage "fast decoder"
+  $PY -m worldlab train decoder --world "$RUN/teacher" --data "$RUN/data" \
+      --latents "$RUN/data/latents" --steps "${FAST_STEPS:-2726}" --device cpu \
+      --out "$RUN/fast_decoder" "${resume[@]}"
 }
 
 # the latent cache first, so the lanes do not both fill it
@@ -88,10 +101,12 @@ decoder > "$RUN/decoder.log" 2>&1
 peer > "$RUN/peer.log" 2>&1 & lanes+=($!); lane_peer=$!
 wait "$lane_world"
 student > "$RUN/student.log" 2>&1
+fast_decoder > "$RUN/fast_decoder.log" 2>&1
 wait "$lane_peer"
 trap - EXIT
 
 stage "package into $DEST"
-$PY -m worldlab train package --autoencoder "$RUN/ae/model" --world "$RUN/ode" --out "$DEST"
+$PY -m worldlab train package --autoencoder "$RUN/ae/model" --world "$RUN/ode" \
+    --fast-decoder "$RUN/fast_decoder/model" --out "$DEST"
 cp "$RUN/ode/distill_run.json" "$DEST/distill_run.json"
 stage "done"
