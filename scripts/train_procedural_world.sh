@@ -107,6 +107,5 @@ trap - EXIT
 
 stage "package into $DEST"
 $PY -m worldlab train package --autoencoder "$RUN/ae/model" --world "$RUN/ode" \
-    --fast-decoder "$RUN/fast_decoder/model" --out "$DEST"
-cp "$RUN/ode/distill_run.json" "$DEST/distill_run.json"
+    --fast-decoder "$RUN/fast_decoder/model" --decoder fast --out "$DEST"
 stage "done"

@@ -156,6 +156,24 @@ def test_the_config_chooses_and_the_argument_overrides(world_dir, ae, tmp_path):
     assert world.config.sample.decoder == "full" and world.decoder is world.ae
 
 
+def test_packaging_can_make_the_fast_decoder_the_default(world_dir, ae, tmp_path):
+    fast = fresh(ae)
+    fast.save_pretrained(tmp_path / "fast")
+    parts = (world_dir / "autoencoder", world_dir / "world", world_dir / "world_config.json")
+    packed = package_world(*parts, tmp_path / "packed", half=False,
+                           fast_decoder=tmp_path / "fast", sample={"decoder": "fast"})
+    world = load_world(packed, device="cpu")
+    assert world.config.sample.decoder == "fast" and world.decoder is world.fast_decoder
+    before = json.loads((world_dir / "world_config.json").read_text())
+    after = json.loads((packed / "world_config.json").read_text())
+    assert after == {**before, "sample": {**before["sample"], "decoder": "fast"}}
+    with pytest.raises(ValueError, match="sample.decoder='fast' needs a fast decoder"):
+        package_world(*parts, tmp_path / "none", sample={"decoder": "fast"})
+    with pytest.raises(ValueError, match="decoder"):
+        package_world(*parts, tmp_path / "none", sample={"decoder": "tiny"})
+    assert not (tmp_path / "none").exists()  # nothing written
+
+
 def test_fast_asked_of_a_world_without_one_is_named(world_dir):
     missing = re.escape(f"{world_dir / 'fast_decoder'} does not exist (expected a FastDecoder")
     with pytest.raises(ValueError, match=missing):

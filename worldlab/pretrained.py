@@ -187,8 +187,8 @@ def check_memory_fits(cfg: WorldConfig, model: WorldModel, path: Path) -> None:
 def package_world(autoencoder: str | Path, world: str | Path, config: str | Path,
                   out: str | Path, captions: str | Path | None = None, half: bool = True,
                   max_shard_size: str = "10MB", fast_decoder: str | Path | None = None,
-                  records: tuple[str | Path, ...] = (), depth_head: str | Path | None = None
-                  ) -> Path:
+                  records: tuple[str | Path, ...] = (), depth_head: str | Path | None = None,
+                  sample: dict | None = None) -> Path:
     """Assemble a world directory from training outputs, atomically.
 
     autoencoder, world: `save_pretrained` directories (e.g. runs/ae/model, runs/world/ema);
@@ -197,9 +197,13 @@ def package_world(autoencoder: str | Path, world: str | Path, config: str | Path
     records: JSON files copied as they are (e.g. a student's distill_run.json); depth_head:
     a DepthHead directory (`train depth-head`'s out/model), what memory.cache3d="own" reads.
     `half` stores float16 weights (loading casts back to float32); shards keep every file
-    small.
+    small. `sample`: sample fields the packaged world_config.json changes, e.g.
+    {"decoder": "fast"} for a world that plays with its fast decoder by default.
     """
-    read_world_config(Path(config))  # validate before building anything
+    cfg = with_sample_overrides(read_world_config(Path(config)), sample)  # validate first
+    if cfg.sample.decoder == "fast" and fast_decoder is None:
+        raise ValueError("sample.decoder='fast' needs a fast decoder (fast_decoder=..., "
+                         "`train package --fast-decoder DIR`)")
     parts = [(VideoAutoencoder, autoencoder, "autoencoder"), (WorldModel, world, "world")]
     if fast_decoder is not None:
         check_decoder_pair(load_module(VideoAutoencoder, Path(autoencoder)),
@@ -213,7 +217,10 @@ def package_world(autoencoder: str | Path, world: str | Path, config: str | Path
             m = load_module(cls, Path(src))
             (m.half() if half else m).save_pretrained(tmp / name, safe_serialization=True,
                                                       max_shard_size=max_shard_size)
-        shutil.copy(config, tmp / "world_config.json")
+        if sample is None:
+            shutil.copy(config, tmp / "world_config.json")
+        else:
+            (tmp / "world_config.json").write_text(cfg.to_json())
         if captions is not None:
             CaptionTable.load(captions).save(tmp / CAPTIONS_FILE)
         for record in records:

@@ -170,7 +170,8 @@ def _cli_memory(args) -> int:
 def _cli_package(args) -> int:
     out = recipes.package(args.autoencoder, args.world, args.out, args.weights,
                           half=not args.full, fast_decoder=args.fast_decoder,
-                          depth_head=args.depth_head)
+                          depth_head=args.depth_head,
+                          sample=None if args.decoder is None else {"decoder": args.decoder})
     size = sum(f.stat().st_size for f in out.rglob("*") if f.is_file())
     print(f"packaged {out} ({size / 2**20:.1f} MiB)")
     return 0
@@ -389,6 +390,9 @@ def configure_cli(parser) -> None:
     p.add_argument("--fast-decoder", default=None, metavar="DIR",
                    help="a fast decoder for play (train decoder's out/model), e.g. "
                         "runs/fast_decoder/model")
+    p.add_argument("--decoder", choices=("full", "fast"), default=None,
+                   help="the packaged world's sample.decoder (default: the run's config's); "
+                        "fast plays with --fast-decoder")
     p.add_argument("--depth-head", default=None, metavar="DIR",
                    help="a depth head for a world with memory.cache3d='own' (train "
                         "depth-head's out/model), e.g. runs/memory/depth_head/model")
