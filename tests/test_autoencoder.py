@@ -10,7 +10,7 @@ import torch
 
 from worldlab.config import make_config
 from worldlab.episodes import LatentCache
-from worldlab.metrics import gaussian_window, psnr, ssim
+from worldlab.metrics import frame_psnr, gaussian_window, psnr, ssim, uint8_psnr_ceiling
 from worldlab.model import autoencoder as A
 from worldlab.train import FrameDataset, autoencoder_loss, autoencoder_train_config, fit
 
@@ -36,6 +36,17 @@ def test_psnr_golden_and_identical():
     assert psnr(x, y) == pytest.approx(torch.full((2,), 10 * math.log10(400.0)), abs=1e-4)
     assert psnr(x, y, data_range=1.0)[0] == pytest.approx(20.0, abs=1e-4)
     assert torch.isinf(psnr(x, x)).all()
+
+
+def test_frame_psnr_of_identical_frames_is_the_uint8_ceiling():
+    a = np.random.default_rng(0).integers(0, 255, (3, 64, 64, 3), dtype=np.uint8)
+    b = a.copy()
+    b[1, 0, 0, 0] += 1  # the smallest error uint8 frames can have
+    b[2] = 255 - a[2]
+    p = frame_psnr(b, a)
+    assert p[0] == p[1] == pytest.approx(10 * math.log10(255 ** 2 * 64 * 64 * 3), abs=1e-3)
+    assert uint8_psnr_ceiling((64, 64, 3)) == pytest.approx(89.0, abs=0.05)
+    assert 0 < p[2] < 10 and np.isfinite(p).all()
 
 
 def test_ssim_identical_is_one_and_constant_images_analytic():

@@ -57,7 +57,9 @@ def test_the_truth_is_drift_free_and_scores_the_autoencoder(walks):
     late = np.arange(65, 81) - 1 - (f - 1)
     assert r["psnr_repeat_late"] == pytest.approx(np.mean(20 * np.log10(255 / late)), abs=1e-3)
     curves = r["curves"]
-    assert len(curves["frame"]) == len(curves["psnr_open_loop"]) == FRAMES // 10
+    assert len(curves["frame"]) == len(curves["psnr_open_loop"]) == (FRAMES - f) // 10
+    assert curves["frame"][0] == f + 6  # the first generated frames, not the context
+    assert np.isfinite(curves["psnr_repeat"]).all()
     json.dumps(r)  # every number is plain JSON
 
 

@@ -108,8 +108,21 @@ def _uint8_frames(frames) -> torch.Tensor:
 
 
 def frame_psnr(pred, true) -> np.ndarray:
-    """PSNR (dB) per frame of uint8 frames (t, h, w, 3): a numpy array (t,)."""
-    return psnr(_uint8_frames(pred), _uint8_frames(true)).reshape(-1).numpy()
+    """PSNR (dB) per frame of uint8 frames (t, h, w, 3): a numpy array (t,).
+
+    Identical frames score `uint8_psnr_ceiling`, the PSNR of the smallest error uint8
+    frames can have (one level of one value), not +inf, so a mean over frames stays a
+    number when a prediction is exact somewhere (a repeated frame the engine shows again).
+    """
+    x = _as_uint8_frames(pred)
+    p = psnr(_uint8_frames(x), _uint8_frames(true)).reshape(-1).numpy()
+    return np.minimum(p, uint8_psnr_ceiling(x.shape[1:]))
+
+
+def uint8_psnr_ceiling(shape: tuple[int, ...]) -> float:
+    """The PSNR (dB) of uint8 frames of `shape` (h, w, 3) that differ by one level in one
+    value: 10 log10(255^2 n), n = h w 3 (89.0 dB at 64 x 64)."""
+    return float(10 * np.log10(255.0 ** 2 * np.prod(shape)))
 
 
 def frame_ssim(pred, true) -> np.ndarray:

@@ -102,9 +102,10 @@ def _window(T: int, which: str) -> slice:
     return slice(max(T - LATE_FRAMES, EARLY[1]), T)
 
 
-def summarise(walks: list[dict], scores: list[dict]) -> dict:
+def summarise(walks: list[dict], scores: list[dict], context: int) -> dict:
     """The window scores (keys like `psnr_late`) and the curves (means over walks, one point
-    per CURVE_STRIDE frames) of walks of equal length."""
+    per CURVE_STRIDE frames from the first generated frame on: the `context` frames are the
+    engine's own) of walks of equal length."""
     T = len(walks[0]["engine"])
     mean = {k: np.mean([s[k] for s in scores], axis=0) for k in scores[0]}  # (T,) each
     result = {}
@@ -128,10 +129,10 @@ def summarise(walks: list[dict], scores: list[dict]) -> dict:
                 colour_distance(pooled["drift_free"], pooled["engine"]),
             f"window_{which}": [w.start + 1, w.stop],  # 1-based, inclusive
         })
-    n = T // CURVE_STRIDE * CURVE_STRIDE
+    n = (T - context) // CURVE_STRIDE * CURVE_STRIDE
     result["curves"] = {
-        "frame": list(range(CURVE_STRIDE // 2 + 1, n + 1, CURVE_STRIDE)),
-        **{k: np.round(v[:n].reshape(-1, CURVE_STRIDE).mean(1), 3).tolist()
+        "frame": list(range(context + CURVE_STRIDE // 2 + 1, context + n + 1, CURVE_STRIDE)),
+        **{k: np.round(v[context:context + n].reshape(-1, CURVE_STRIDE).mean(1), 3).tolist()
            for k, v in mean.items()}}
     return result
 
@@ -146,7 +147,7 @@ def long_horizon(world: World, episodes, seed: int = 0, progress=None) -> dict:
     walks = [generate_walk(world, ep, seed + 2 * k, progress) for k, ep in enumerate(episodes)]
     scores = [walk_scores(w) for w in walks]
     late = _window(len(walks[0]["engine"]), "late")
-    return {**summarise(walks, scores), "walks": len(walks),
+    return {**summarise(walks, scores, world.chunk_frames), "walks": len(walks),
             "frames": len(walks[0]["engine"]),
             "psnr_late_per_walk": [float(s["psnr_open_loop"][late].mean()) for s in scores]}
 
