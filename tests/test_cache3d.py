@@ -111,6 +111,54 @@ def test_round_trip_render_reproduces_the_fused_frame():
     assert mask3.sum() >= mask.sum()
 
 
+def _zbuffer_by_hand(points, colors, c2w, K, h, w, splat):
+    """The z-buffer one point at a time: each pixel keeps the nearest point, the first such
+    point on a tie."""
+    rgb, depth = np.zeros((h, w, 3), np.uint8), np.full((h, w), np.inf)
+    uv, z = camera.project(points, K, c2w)
+    for (u, v), zi, c in zip(uv, z, colors):
+        if zi <= 1e-6:
+            continue
+        c0, r0 = int(np.floor(u - (splat - 1) / 2)), int(np.floor(v - (splat - 1) / 2))
+        for r in range(max(r0, 0), min(r0 + splat, h)):
+            for col in range(max(c0, 0), min(c0 + splat, w)):
+                if zi < depth[r, col]:
+                    depth[r, col], rgb[r, col] = zi, c
+    return rgb, depth.astype(np.float32), np.isfinite(depth)
+
+
+@pytest.mark.parametrize("splat", [1, 2, 3])
+def test_splat_z_buffer_matches_one_point_at_a_time(splat):
+    rng = np.random.default_rng(splat)
+    points = rng.normal(size=(400, 3)) * [2.0, 2.0, 1.0] + [0.0, 0.0, 2.5]
+    points[:150] = np.round(points[:150], 1)  # repeated points: exact depth ties
+    points[150:160, 2] = -1.0  # behind the camera
+    colors = rng.integers(0, 256, (400, 3), dtype=np.uint8)
+    got = splat_points(points, colors, np.eye(4), K, H, W, splat)
+    for a, b in zip(got, _zbuffer_by_hand(points, colors, np.eye(4), K, H, W, splat)):
+        np.testing.assert_array_equal(a, b)
+
+
+def test_bounded_cache_keeps_the_points_seen_last():
+    left = camera.pose_from_heading(np.zeros(3), 0.0, 0.0)
+    right = camera.pose_from_heading(np.zeros(3), 180.0, 0.0)  # sees other voxels
+    rgb, depth = _frame(8, plane_depth=2.0)
+    alone = PointCache(voxel=0.02)
+    alone.fuse(rgb, depth, left, K)
+    cache = PointCache(voxel=0.02, max_points=len(alone))
+    assert cache.fuse(rgb, depth, left, K) == len(alone)
+    assert cache.fuse(rgb, depth, right, K) == len(alone)  # new voxels, counted as added
+    assert len(cache) == len(alone)  # ... but the left view's went: seen longer ago
+    assert not cache.render(left, K, H, W)[2].any() and cache.render(right, K, H, W)[2].any()
+    before = cache.snapshot()
+    cache.fuse(rgb, depth, left, K)  # seen again: now the right view's are the oldest
+    np.testing.assert_array_equal(cache.render(left, K, H, W)[0], alone.render(left, K, H, W)[0])
+    cache.restore(before)  # takes the last fuse back
+    assert not cache.render(left, K, H, W)[2].any()
+    cache.fuse(rgb, depth, left, K)
+    np.testing.assert_array_equal(cache.points, alone.points)
+
+
 def test_empty_cache_renders_nothing():
     rgb, depth, mask = PointCache().render(POSE, K, 8, 6)
     assert rgb.shape == (8, 6, 3) and np.isinf(depth).all() and not mask.any()
@@ -127,6 +175,7 @@ def test_empty_cache_renders_nothing():
     (lambda rgb, d: PointCache().fuse(rgb.astype(np.float32), d, POSE, K), "rgb"),
     (lambda rgb, d: PointCache().fuse(rgb, d, POSE, K, mask=np.ones((2, 2), bool)), "mask"),
     (lambda rgb, d: PointCache(voxel=-1.0), "voxel"),
+    (lambda rgb, d: PointCache(max_points=0), "max_points"),
     (lambda rgb, d: PointCache().render(POSE, K, 0, 4), "h"),
 ])
 def test_bad_input_raises_naming_the_value(call, name):

@@ -243,6 +243,34 @@ def test_observe_fuses_all_frames_or_none(world, store):
     assert len(stream.points) == 0
 
 
+def test_the_stream_keeps_its_point_cache_bounded(world, store):
+    ep = store.read(store.ids()[0])
+    mem = dataclasses.replace(world.config.memory, cache3d="oracle", cache_stride=1,
+                              cache_points=6000)
+    stream = MemoryStream(world.model, world.ae, mem, world.config.sample, ep.K[0])
+    sizes = []
+    for j in range(0, 24, 4):
+        stream.bank.add(torch.zeros(4, 4, 4, 4), ep.c2w[j:j + 4])
+        stream.observe(ep.rgb[j:j + 4], ep.depth[j:j + 4])
+        sizes.append(len(stream.points))
+    assert sizes[0] < 6000 and sizes[-2:] == [6000, 6000]  # it fills, then stays there
+    with pytest.raises(ValueError, match="cache_points"):
+        wl.make_config("tiny", memory__cache_points=0)
+
+
+def test_bench_memory_times_worlds_side_by_side(tmp_path, world_dir):
+    from worldlab.evaluate.bench import bench_memory
+
+    r = bench_memory([f"a={world_dir}", f"b={world_dir}"], chunks=6, sample_steps=1,
+                     device="cpu")
+    assert r["baseline"] == "a" and set(r["worlds"]) == {"a", "b"}
+    a, b = r["worlds"]["a"], r["worlds"]["b"]
+    assert a["ms_vs_first"] == 1.0 and b["ms_vs_first"] > 0 and a["chunks"] == 6
+    assert a["ms_per_chunk"] > 0 and a["memory_tokens_per_frame"] == 0
+    with pytest.raises(ValueError, match="NAME=DIR"):
+        bench_memory([str(world_dir)])
+
+
 def test_play_with_a_3d_cache_shows_its_points(tmp_path, world_dir, store):
     from worldlab.camera import Action
     from worldlab.model.depth_head import DepthHead

@@ -166,8 +166,11 @@ def test_the_truth_world_scores_the_autoencoder_and_every_key_is_json(oracle):
     assert r["references"]["copy"]["self_consistency_psnr"] is None
     assert len(v["per_episode"]["return_psnr"]) == 2 and v["memory_tokens_per_frame"] == 0
     assert v["memory_chunks_read"] == 0 and v["cost_chunks"] == 6
-    assert v["memory"] == {"sink": False, "retrieve": 0, "cache3d": "off",
-                           "cache_stride": 2} and v["model_memory"]["memory_tokens"] == 0
+    assert v["memory"] == {"sink": False, "retrieve": 0, "cache3d": "off", "cache_stride": 2,
+                           "cache_points": 65536} and v["model_memory"]["memory_tokens"] == 0
+    # the two worlds were timed side by side, against the first
+    assert r["cost_baseline"] == "truth" and v["ms_vs_first"] == 1.0
+    assert r["variants"]["truth_seed1"]["ms_vs_first"] > 0
     assert r["seeds"]["truth"]["seeds"] == 2 and r["seeds"]["truth"]["return_psnr"]["std"] == 0
     c = r["curves"]
     assert len(c["frame"]) == len(c["psnr"]["truth"]) == len(c["return_psnr"]["oracle"]) == FRAMES

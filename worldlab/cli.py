@@ -20,7 +20,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "eval": ("worldlab.evaluate.cli", "score a checkpoint against the engine's ground truth"),
     "play": ("worldlab.play.script", "play a world headless from a scripted action file"),
     "bench": ("worldlab.cli", "speed benchmarks: engines, model, play, train, distill, "
-                              "profile, inference"),
+                              "profile, inference, memory"),
 }
 
 # name -> (module, function(**options) -> JSON-able dict); a benchmark takes the options
@@ -33,6 +33,7 @@ BENCHMARKS: dict[str, tuple[str, str]] = {
     "profile": ("worldlab.evaluate.profile", "bench_profile"),
     "inference": ("worldlab.evaluate.switches", "bench_inference"),
     "distill": ("worldlab.play.distill_bench", "bench_distill"),
+    "memory": ("worldlab.evaluate.bench", "bench_memory"),
 }
 OPTIONS = ("steps", "checkpoint", "preset", "device", "size", "sample_steps", "data",
            "latents", "episodes", "compile", "model", "chunks", "twin")  # passed on when given
@@ -82,7 +83,8 @@ def configure_cli(parser) -> None:
     parser.add_argument("--size", type=int, default=None,
                         help="model: frame size of the fresh world (with --preset)")
     parser.add_argument("--sample-steps", type=int, default=None,
-                        help="model: sampling steps per chunk (default: the config's)")
+                        help="model, memory: sampling steps per chunk (default: the "
+                             "config's)")
     parser.add_argument("--data", default=None,
                         help="train: episode store (default: recorded under runs/bench)")
     parser.add_argument("--latents", default=None,
@@ -95,9 +97,11 @@ def configure_cli(parser) -> None:
     parser.add_argument("--model", action="append", default=None,
                         metavar="NAME=DIR[,steps=N][,decoder=fast][,quantize=int8]",
                         help="distill: a model to compare (repeatable; default: the "
-                             "checkpoint at 16, 32 and 4 steps)")
+                             "checkpoint at 16, 32 and 4 steps); memory: NAME=DIR of a "
+                             "world with memory (repeatable; the first is the baseline)")
     parser.add_argument("--chunks", type=int, default=None,
-                        help="profile, inference: chunks timed after the warm-up")
+                        help="profile, inference: chunks timed after the warm-up; "
+                             "memory: chunks streamed (default 100)")
     parser.add_argument("--twin", action="store_true",
                         help="profile: step the engine beside the world")
     parser.add_argument("--out", default=str(RUNS / "bench"))

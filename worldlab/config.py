@@ -182,6 +182,9 @@ class MemoryConfig:
     # frames), rendered into the new chunk's cameras and given with its coverage mask
     cache3d: str = "off"  # "off" | "oracle" | "own"
     cache_stride: int = 2  # every k-th past frame is fused into the point cache
+    # the point cache's bound: past it the points seen least recently go, so every chunk
+    # costs the same however long the walk (about 16 frames of own-depth points at 64 px)
+    cache_points: int = 65536
 
 
 @dataclass
@@ -321,7 +324,7 @@ RULES: dict[str, dict[str, tuple]] = {
                 "grad_chunks": _COUNT, "pairs": _COUNT,
                 "ema_decay": _number(">= 0 and < 1", lambda v: 0 <= v < 1), "seed": _INDEX},
     "memory": {"sink": _FLAG, "retrieve": _INDEX, "cache3d": _one_of(CACHE3D),
-               "cache_stride": _COUNT},
+               "cache_stride": _COUNT, "cache_points": _COUNT},
 }
 
 

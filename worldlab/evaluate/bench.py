@@ -110,3 +110,41 @@ def bench_model(checkpoint=None, steps: int = 300, preset: str | None = None,
     print_table([{k: v for k, v in data.items() if isinstance(v, (float, int))}],
                 "model streaming (sample + decode + append, per chunk)")
     return data
+
+
+def bench_memory(model: list[str], chunks: int = 100, sample_steps: int | None = None,
+                 device: str = "auto", seed: int = 1000000) -> dict:
+    """Streaming cost of worlds with memory, side by side on one held-out revisit walk
+    (`memory_rollout.stream_costs`): ms per chunk, chunk 100 over chunk 2, time per chunk
+    over the first world's (`ms_vs_first`; name the world without memory first), memory
+    tokens per frame. `model` holds NAME=DIR specs; prints the table."""
+    from tqdm.auto import tqdm
+
+    from .memory_rollout import stream_costs
+    from .protocols import heldout_episodes
+    from .revisit import POLICIES
+
+    if not model:
+        raise ValueError("bench memory needs worlds to compare: --model NAME=DIR (repeatable; "
+                         "the first is the baseline)")
+    specs = [m.partition("=") for m in model]
+    bad = [m for m, (name, sep, path) in zip(model, specs) if not (name and sep and path)]
+    if bad:
+        raise ValueError(f"--model takes NAME=DIR, got {bad[0]!r}")
+    sample = None if sample_steps is None else {"steps": sample_steps}
+    worlds = {name: load_world(resolve_checkpoint(path), device=device, sample=sample)
+              for name, _, path in specs}
+    first = next(iter(worlds.values()))
+    opts = {"monsters": "invulnerable"} if first.config.data.engine == "doom" else {}
+    walk = heldout_episodes(first.config.data.engine, 1, 96, first.size, POLICIES, seed=seed,
+                            start="random", **opts)[0]
+    with tqdm(total=chunks * len(worlds), desc="memory cost", unit="chunk") as bar:
+        costs = stream_costs(worlds, walk, chunks=chunks, steps=sample_steps,
+                             progress=bar.update)
+    print_table([{"world": name, **{k: v for k, v in c.items() if k != "chunks"}}
+                 for name, c in costs.items()],
+                f"memory streaming cost, side by side ({chunks} chunks, walk seed {seed})")
+    return {"worlds": {name: {**c, "checkpoint": path} for (name, _, path), c
+                       in zip(specs, costs.values())},
+            "baseline": specs[0][0], "seed": seed, "chunks": chunks,
+            "sample_steps": sample_steps, "device": str(first.device)}

@@ -71,34 +71,58 @@ def _depth(episode, start: int, f: int):
     return None if episode.depth is None else episode.depth[start:start + f]
 
 
-@torch.no_grad()
-def stream_cost(world: World, episode, chunks: int = 100, steps: int | None = None,
-                depth_head=None) -> dict:
-    """Per-chunk cost of streaming `chunks` chunks with memory, driven by the episode's
-    controls played back and forth (so a long stream keeps revisiting): median ms per chunk
-    (memory + sampling + append + decode + observe) after 2 warm-up chunks, and chunk 100
-    over chunk 2 as medians of 5 chunks on either side; memory tokens read per frame."""
+def _cost_stream(world: World, episode, steps: int | None):
+    """A stream of `world` driven by the episode's controls played back and forth (so a long
+    stream keeps revisiting), started on its first chunk: a function chunk(k) that streams
+    chunk k (memory + sampling + append + decode + observe) and returns (ms, memory tokens
+    read)."""
     f, steps = world.chunk_frames, steps or world.config.sample.steps
     n = len(episode) // f
     order = np.concatenate([np.arange(n), np.arange(n - 2, 0, -1)])  # there and back
-    T = n * f
-    actions, c2w, captions = episode_conditions(world, episode, 0, T)
-    stream = memory_stream(world, episode, depth_head)
+    actions, c2w, captions = episode_conditions(world, episode, 0, n * f)
+    stream = memory_stream(world, episode)
     g = torch.Generator().manual_seed(0)
     stream.start(world.encode(episode.rgb[:f]), chunk_conditions(0, f, actions, c2w, captions),
                  episode.rgb[:f], _depth(episode, 0, f))
-    ms, tokens = [], []
-    for k in range(1, chunks + 1):
+
+    def chunk(k: int) -> tuple[float, int]:
         j = int(order[k % len(order)])
         cond = chunk_conditions(j, f, actions, c2w, captions)
         t0 = time.perf_counter()
         x = stream.step(chunk_noise(world, g), cond, steps)
         stream.observe(world.decode(x), _depth(episode, j * f, f))
         sync(world.device)
-        ms.append(1e3 * (time.perf_counter() - t0))
-        tokens.append(stream.last_tokens)
-    ms = np.array(ms)
-    return {"ms_per_chunk": float(np.median(ms[2:])),
-            "cost_ratio_chunk100_chunk2": float(np.median(ms[-5:]) / np.median(ms[1:6])),
-            "memory_tokens_per_frame": float(np.mean(tokens[-10:])) / f,
-            "chunks": chunks}
+        return 1e3 * (time.perf_counter() - t0), stream.last_tokens
+    return chunk
+
+
+@torch.no_grad()
+def stream_costs(worlds: dict[str, World], episode, chunks: int = 100,
+                 steps: int | None = None, progress=None) -> dict[str, dict]:
+    """Per-chunk cost of streaming `chunks` chunks with each world's memory, the worlds side
+    by side (a chunk of each in turn, so whatever else the machine does falls on every world
+    alike): median ms per chunk after 2 warm-up chunks, chunk 100 over chunk 2 as medians of
+    5 chunks on either side, memory tokens read per frame, and `ms_vs_first`, the median
+    ratio of each chunk's time to the first world's same chunk. `progress(1)` ticks each
+    chunk streamed."""
+    runs = {name: _cost_stream(world, episode, steps) for name, world in worlds.items()}
+    ms = {name: [] for name in worlds}
+    tokens = {name: [] for name in worlds}
+    for k in range(1, chunks + 1):
+        for name, chunk in runs.items():
+            t, n = chunk(k)
+            ms[name].append(t)
+            tokens[name].append(n)
+            if progress is not None:
+                progress(1)
+    first = np.array(next(iter(ms.values())))
+    out = {}
+    for name, world in worlds.items():
+        m = np.array(ms[name])
+        out[name] = {"ms_per_chunk": float(np.median(m[2:])),
+                     "cost_ratio_chunk100_chunk2": float(np.median(m[-5:]) / np.median(m[1:6])),
+                     "ms_vs_first": float(np.median(m[2:] / first[2:])),
+                     "memory_tokens_per_frame":
+                         float(np.mean(tokens[name][-10:])) / world.chunk_frames,
+                     "chunks": chunks}
+    return out

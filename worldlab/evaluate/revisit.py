@@ -17,7 +17,8 @@ Scores of a world on the return frames: PSNR and SSIM against the engine, and
 self-consistency: the world's own frame i* warped into pose j with the engine's depth
 against its own frame j, PSNR over the covered pixels only (a world that remembers what it
 drew agrees with itself, even where both frames are wrong). Beside them the PSNR of every
-generated frame and the streaming cost with memory (`memory_rollout.stream_cost`).
+generated frame and the streaming cost with memory (`memory_rollout.stream_costs`,
+every world side by side).
 
 References scored on the same frames:
 
@@ -49,7 +50,7 @@ from ..metrics import frame_psnr, frame_ssim
 from ..pretrained import World
 from .baselines import repeat_baseline
 from .long import combine_seeds
-from .memory_rollout import open_loop, stream_cost
+from .memory_rollout import open_loop, stream_costs
 
 MIN_GAP, MIN_OVERLAP = 24, 0.5
 POLICIES = ("leave_and_return", "asymmetric_return")  # episode k plays POLICIES[k % 2]
@@ -332,13 +333,17 @@ def world_meta(world: World, steps: int | None) -> dict:
                              "cache_latent": m.cache_latent}}
 
 
-def _cost(world: World, episode, chunks: int, steps: int | None) -> dict:
-    if chunks == 0:  # not measured
-        return {"ms_per_chunk": None, "cost_ratio_chunk100_chunk2": None,
-                "memory_tokens_per_frame": None, "cost_chunks": 0}
-    c = stream_cost(world, episode, chunks=chunks, steps=steps)
-    return {k: c[k] for k in ("ms_per_chunk", "cost_ratio_chunk100_chunk2",
-                              "memory_tokens_per_frame")} | {"cost_chunks": c["chunks"]}
+def _costs(worlds: dict[str, World], episode, chunks: int, steps: int | None,
+           progress=None) -> dict[str, dict]:
+    """Each world's streaming cost, measured side by side (`stream_costs`); None when
+    `chunks` is 0 (not measured)."""
+    if chunks == 0:
+        return {name: {"ms_per_chunk": None, "cost_ratio_chunk100_chunk2": None,
+                       "ms_vs_first": None, "memory_tokens_per_frame": None,
+                       "cost_chunks": 0} for name in worlds}
+    costs = stream_costs(worlds, episode, chunks=chunks, steps=steps, progress=progress)
+    return {name: {k: v for k, v in c.items() if k != "chunks"} | {"cost_chunks": c["chunks"]}
+            for name, c in costs.items()}
 
 
 def scored_episodes(episodes, f: int, T: list[int], min_gap: int, min_overlap: float):
@@ -369,8 +374,9 @@ def revisit(worlds: dict[str, World], episodes, seed: int = 0, steps: int | None
             cost_chunks: int = 100, progress=None, min_gap: int = MIN_GAP,
             min_overlap: float = MIN_OVERLAP) -> dict:
     """The protocol for each named world on the same episodes (see the module docstring).
-    `progress(k)` ticks k generated chunks (and `cost_chunks` after each cost run);
-    `cost_chunks` 0 skips the cost (its keys None), else at least 6. The references come
+    `progress(k)` ticks k generated chunks (the cost's included); `cost_chunks` 0 skips
+    the cost (its keys None), else at least 6; `ms_vs_first` is each world's time per
+    chunk over the first world's, streamed side by side. The references come
     from the first world's autoencoder; a world with another one carries its own."""
     if not worlds or set(worlds) & set(REFERENCES):
         raise ValueError(f"revisit needs named worlds, none called {REFERENCES}; got "
@@ -386,13 +392,11 @@ def revisit(worlds: dict[str, World], episodes, seed: int = 0, steps: int | None
               "references": None}
     eps, T = [episodes[k] for k in kept], [T[k] for k in kept]
     streams, first = {}, None
+    costs = _costs(worlds, eps[0], cost_chunks, steps, progress)
     for name, world in worlds.items():
         streams[name], timing = score_world(world, eps, pairs, T, f, seed, steps, progress)
         v = result["variants"][name] = {**summarise(streams[name], seed), **timing,
-                                        **_cost(world, eps[0], cost_chunks, steps),
-                                        **world_meta(world, steps)}
-        if progress is not None and cost_chunks:
-            progress(cost_chunks)
+                                        **costs[name], **world_meta(world, steps)}
         if first is not None and _same_autoencoder(first, world):
             continue
         per = [reference_scores(world, ep, p, f, t) for ep, p, t in zip(eps, pairs, T)]
@@ -402,7 +406,7 @@ def revisit(worlds: dict[str, World], episodes, seed: int = 0, steps: int | None
             streams.update({r: [s[r] for s in per] for r in REFERENCES})
         else:
             v["references"] = refs  # its own autoencoder: not the first world's
-    result.update(curves=curves(streams, max(T)),
+    result.update(curves=curves(streams, max(T)), cost_baseline=next(iter(worlds)),
                   seeds=combine_seeds(result["variants"], keys=SEED_KEYS),
                   return_frames=sum(len(p) for p in pairs), min_gap=min_gap,
                   min_overlap=min_overlap, chunk_frames=f)

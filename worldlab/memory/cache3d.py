@@ -89,6 +89,9 @@ def splat_points(points: np.ndarray, colors: np.ndarray, c2w: np.ndarray, K: np.
     uv, z, colors = uv[front], z[front], colors[front]
     # the s x s block of pixels whose centres are nearest: starts at floor(u - (s - 1) / 2)
     start = np.floor(uv - (splat - 1) / 2).astype(np.int64)  # (n, 2)
+    seen = (start[:, 0] > -splat) & (start[:, 0] < w) & (start[:, 1] > -splat) & \
+        (start[:, 1] < h)  # blocks with a pixel in the image
+    start, z, colors = start[seen], z[seen], colors[seen]
     offs = np.arange(splat)
     du, dv = np.meshgrid(offs, offs, indexing="xy")
     cols = (start[:, None, 0] + du.ravel()).ravel()  # (n * s * s,)
@@ -97,14 +100,14 @@ def splat_points(points: np.ndarray, colors: np.ndarray, c2w: np.ndarray, K: np.
     src = np.repeat(np.arange(len(z)), splat * splat)
     inside = (cols >= 0) & (cols < w) & (rows >= 0) & (rows < h)
     flat, zz, src = rows[inside] * w + cols[inside], zz[inside], src[inside]
-    # z-buffer: sort by (pixel, depth); the first entry of each pixel is the nearest point
-    order = np.lexsort((zz, flat))
-    flat, zz, src = flat[order], zz[order], src[order]
-    first = np.ones(len(flat), bool)
-    first[1:] = flat[1:] != flat[:-1]
-    pix, src = flat[first], src[first]
-    rgb.reshape(-1, 3)[pix] = colors[src]
-    depth.reshape(-1)[pix] = zz[first]
+    # z-buffer in O(n): the nearest depth of each pixel, then among the entries at that
+    # depth the first (the lowest point index, as a stable sort by (pixel, depth) would)
+    near = np.full(h * w, np.inf)
+    np.minimum.at(near, flat, zz)
+    win = np.flatnonzero(zz == near[flat])
+    pix, first = np.unique(flat[win], return_index=True)
+    rgb.reshape(-1, 3)[pix] = colors[src[win[first]]]
+    depth.reshape(-1)[pix] = near[pix]
     mask = np.zeros(h * w, bool)
     mask[pix] = True
     return rgb, depth, mask.reshape(h, w)
@@ -230,15 +233,25 @@ class PointCache:
     A new observation of an occupied voxel replaces the old point and colour (last wins),
     so fusing the same frame twice leaves the cache unchanged (conservation) and the cache
     follows a world that changes. `render` splats the points into any camera.
+
+    `max_points` bounds the cache (and so the cost of every fuse and render, however long
+    a walk runs): past it, the points observed least recently are dropped first. None keeps
+    every point.
     """
 
-    def __init__(self, voxel: float = 0.05):
+    def __init__(self, voxel: float = 0.05, max_points: int | None = None):
         if not (isinstance(voxel, (int, float)) and np.isfinite(voxel) and voxel > 0):
             raise ValueError(f"voxel must be a positive size in metres, got {voxel!r}")
-        self.voxel = float(voxel)
+        if max_points is not None and not (isinstance(max_points, (int, np.integer))
+                                           and max_points > 0):
+            raise ValueError(f"max_points must be a positive number of points or None, "
+                             f"got {max_points!r}")
+        self.voxel, self.max_points = float(voxel), max_points
         self.points = np.zeros((0, 3), np.float64)  # (n, 3) world metres
         self.colors = np.zeros((0, 3), np.uint8)  # (n, 3)
         self._keys = np.zeros(0, np.int64)  # (n,) packed voxel index, sorted
+        self._seen = np.zeros(0, np.int64)  # (n,) the fuse that last observed each point
+        self._fuses = 0
 
     def __len__(self) -> int:
         return len(self.points)
@@ -254,7 +267,8 @@ class PointCache:
     def fuse(self, rgb, depth, c2w, K, mask=None) -> int:
         """Add the pixels of an RGB-D frame with finite depth (and `mask`, if given).
 
-        Returns the number of points added (new voxels); refreshed voxels are not counted.
+        Returns the number of points added (new voxels, counted before any are dropped for
+        `max_points`); refreshed voxels are not counted.
         """
         rgb = _check_rgb("rgb", rgb)
         hw = rgb.shape[:2]
@@ -262,14 +276,30 @@ class PointCache:
         keep = None if mask is None else _check_mask("mask", mask, hw)
         points, idx = _valid_points(depth, camera.check_K(K), camera.check_c2w(c2w), keep)
         before = len(self)
+        self._fuses += 1
         # old points first, new after: keeping the last occurrence of each key lets new win
         keys = np.concatenate([self._keys, self._pack(points)])
         pts = np.concatenate([self.points, points])
         cols = np.concatenate([self.colors, rgb.reshape(-1, 3)[idx]])
+        seen = np.concatenate([self._seen, np.full(len(points), self._fuses, np.int64)])
         rev_keys, rev_first = np.unique(keys[::-1], return_index=True)
         last = len(keys) - 1 - rev_first  # index of the last occurrence of each sorted key
-        self._keys, self.points, self.colors = rev_keys, pts[last], cols[last]
-        return len(self) - before
+        added = len(last) - before
+        if self.max_points is not None and len(last) > self.max_points:
+            # the most recently observed max_points, still in key order
+            kept = np.sort(np.argsort(-seen[last], kind="stable")[:self.max_points])
+            rev_keys, last = rev_keys[kept], last[kept]
+        self._keys, self.points, self.colors, self._seen = rev_keys, pts[last], cols[last], \
+            seen[last]
+        return added
+
+    def snapshot(self) -> tuple:
+        """What `restore` needs to take back every fuse after it (arrays are replaced by a
+        fuse, never written in place, so this is cheap)."""
+        return self.points, self.colors, self._keys, self._seen, self._fuses
+
+    def restore(self, snapshot: tuple) -> None:
+        self.points, self.colors, self._keys, self._seen, self._fuses = snapshot
 
     def render(self, c2w, K, h: int, w: int, splat: int = 1):
         """Splat the cache into a camera: rgb (h, w, 3) uint8, depth (h, w) float32, mask."""

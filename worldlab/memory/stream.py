@@ -65,7 +65,8 @@ class MemoryStream:
         self.K, self.depth_head = np.asarray(K, np.float64), depth_head
         self.cache = model.new_cache(1) if cache is None else cache
         self.bank = ChunkBank()
-        self.points = PointCache(CACHE_VOXEL_M) if memory.cache3d != "off" else None
+        self.points = PointCache(CACHE_VOXEL_M, memory.cache_points) \
+            if memory.cache3d != "off" else None
         self.slots = int(memory.sink) + memory.retrieve
         self.last_memory: list[int] = []
         self.last_tokens = 0
@@ -128,16 +129,15 @@ class MemoryStream:
 
     def snapshot(self) -> tuple:
         """What `restore` needs to take back the chunks made after it (the KV cache has its
-        own snapshot; the point cache's arrays are replaced, never written in place)."""
-        p = self.points
+        own snapshot)."""
         return (len(self.bank), self._frames, list(self.last_memory), self.last_tokens,
-                None if p is None else (p.points, p.colors, p._keys))
+                None if self.points is None else self.points.snapshot())
 
     def restore(self, snapshot: tuple) -> None:
         n, self._frames, self.last_memory, self.last_tokens, points = snapshot
         self.bank.truncate(n)
         if points is not None:
-            self.points.points, self.points.colors, self.points._keys = points
+            self.points.restore(points)
 
     def observe(self, rgb: np.ndarray, depth=None) -> None:
         """The decoded frames (f, H, W, 3) of the last chunk (and the engine's depth (f, H,

@@ -191,9 +191,10 @@ def revisit_windows(store: EpisodeStore, windows: list[tuple[str, int]], clip_fr
 @torch.no_grad()
 def cache3d_latents(store: EpisodeStore, windows: list[tuple[str, int]], clip_frames: int,
                     chunk_frames: int, autoencoder, mode: str, stride: int, depth_head=None,
-                    progress=None) -> torch.Tensor:
+                    progress=None, max_points: int | None = None) -> torch.Tensor:
     """The 3D-cache input of each clip's last chunk (N, f, c + 1, h, w) float16: the engine's
-    frames before that chunk (every `stride`-th), fused with the engine's depth ("oracle")
+    frames before that chunk (every `stride`-th), fused (at most `max_points` points, as
+    `MemoryStream` keeps) with the engine's depth ("oracle")
     or the depth head's ("own"), rendered into its cameras and encoded (`cache_latent`,
     as `MemoryStream` does in play)."""
     f, out, current = chunk_frames, [], None
@@ -201,7 +202,7 @@ def cache3d_latents(store: EpisodeStore, windows: list[tuple[str, int]], clip_fr
     for episode_id, start in windows:  # grouped by episode, starts increasing
         if episode_id != current:
             current, ep, fused = episode_id, store.read(episode_id), 0
-            points, K = PointCache(CACHE_VOXEL_M), ep.K[0]
+            points, K = PointCache(CACHE_VOXEL_M, max_points), ep.K[0]
             depth = ep.depth if mode == "oracle" else depth_head.predict(ep.rgb)
         target = start + clip_frames - f  # the last chunk's first frame
         for i in range(fused, target):
@@ -246,7 +247,8 @@ def finetune(start, variant: str, store, out=None, *, steps: int = 300, batch_si
         c3d = None
         if cfg.memory.cache3d != "off":
             c3d = cache3d_latents(store, windows, clip_frames, f, w.ae, cfg.memory.cache3d,
-                                  cfg.memory.cache_stride, depth_head, progress)
+                                  cfg.memory.cache_stride, depth_head, progress,
+                                  cfg.memory.cache_points)
         return MemoryClips(store, cache, clip_frames, f, cfg.memory, K, (size, size),
                            cfg.model.window_chunks, ids, data_device, c3d, windows)
 
