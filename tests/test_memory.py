@@ -261,11 +261,11 @@ def test_the_stream_keeps_its_point_cache_bounded(world, store):
 def test_bench_memory_times_worlds_side_by_side(tmp_path, world_dir):
     from worldlab.evaluate.bench import bench_memory
 
-    r = bench_memory([f"a={world_dir}", f"b={world_dir}"], chunks=6, sample_steps=1,
+    r = bench_memory([f"a={world_dir}", f"b={world_dir}"], chunks=12, sample_steps=1,
                      device="cpu")
     assert r["baseline"] == "a" and set(r["worlds"]) == {"a", "b"}
     a, b = r["worlds"]["a"], r["worlds"]["b"]
-    assert a["ms_vs_first"] == 1.0 and b["ms_vs_first"] > 0 and a["chunks"] == 6
+    assert a["ms_vs_first"] == 1.0 and b["ms_vs_first"] > 0 and a["chunks"] == 12
     assert a["ms_per_chunk"] > 0 and a["memory_tokens_per_frame"] == 0
     with pytest.raises(ValueError, match="NAME=DIR"):
         bench_memory([str(world_dir)])

@@ -146,10 +146,10 @@ def test_bootstrap_interval_contains_the_pooled_mean_and_is_seeded():
 def test_the_truth_world_scores_the_autoencoder_and_every_key_is_json(oracle):
     world, episodes = oracle
     ticks = []
-    r = revisit({"truth": world(), "truth_seed1": world()}, episodes, cost_chunks=6,
+    r = revisit({"truth": world(), "truth_seed1": world()}, episodes, cost_chunks=12,
                 progress=ticks.append, min_gap=PERIOD)
     f = world().chunk_frames
-    assert sum(ticks) == 2 * (2 * (FRAMES // f - 1) + 6)
+    assert sum(ticks) == 2 * (2 * (FRAMES // f - 1) + 12)
     v, ae = r["variants"]["truth"], r["references"]["autoencoder"]
     assert r["return_frames"] == v["return_frames"] == 2 * (FRAMES - PERIOD)
     for key in ("return_psnr", "return_ssim", "self_consistency_psnr", "all_frames_psnr"):
@@ -165,7 +165,7 @@ def test_the_truth_world_scores_the_autoencoder_and_every_key_is_json(oracle):
     assert r["curves"]["return_psnr"]["repeat"][PERIOD + f - 1] == PSNR_MAX
     assert r["references"]["copy"]["self_consistency_psnr"] is None
     assert len(v["per_episode"]["return_psnr"]) == 2 and v["memory_tokens_per_frame"] == 0
-    assert v["memory_chunks_read"] == 0 and v["cost_chunks"] == 6
+    assert v["memory_chunks_read"] == 0 and v["cost_chunks"] == 12
     assert v["memory"] == {"sink": False, "retrieve": 0, "cache3d": "off", "cache_stride": 2,
                            "cache_points": 65536} and v["model_memory"]["memory_tokens"] == 0
     # the two worlds were timed side by side, against the first
@@ -191,7 +191,7 @@ def test_bad_episodes_are_named(oracle):
     with pytest.raises(ValueError, match="none of the 1 episodes has a return frame"):
         revisit({"w": world()}, [sphere_turn(0, PERIOD)], cost_chunks=0)
     with pytest.raises(ValueError, match="cost_chunks"):
-        revisit({"w": world()}, [ep], cost_chunks=3)
+        revisit({"w": world()}, [ep], cost_chunks=11)
     with pytest.raises(ValueError, match="none called"):  # a world named like a reference
         revisit({"copy": world()}, [ep], cost_chunks=0)
     with pytest.raises(ValueError, match="min_gap"):
@@ -209,7 +209,7 @@ def test_cli_scores_the_tiny_world_on_recorded_revisit_walks(world_dir, tmp_path
     out = tmp_path / "eval"
     assert main(["eval", "--suite", "revisit", "--model", f"a={world_dir}", "--engine",
                  "procedural", "--episodes", "2", "--frames", "48", "--steps", "1",
-                 "--cost-chunks", "6", "--min-gap", "16", "--device", "cpu", "--threads",
+                 "--cost-chunks", "12", "--min-gap", "16", "--device", "cpu", "--threads",
                  "1", "--out", str(out)]) == 0
     r = json.loads((out / "revisit.json").read_text())
     assert set(r) >= {"variants", "references", "episodes", "return_frames", "curves",

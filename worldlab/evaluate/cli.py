@@ -261,7 +261,7 @@ def configure_cli(parser) -> None:
                         help="revisit: share of a return view an outbound view must cover")
     parser.add_argument("--cost-chunks", type=int, default=100,
                         help="revisit: chunks streamed with memory to time it (0: skip; "
-                             "else at least 6)")
+                             "else at least 12)")
     parser.add_argument("--steps", type=int, default=None,
                         help="sampling steps (default: each world's own sample.steps)")
     parser.add_argument("--peer", default=None, metavar="DIR",

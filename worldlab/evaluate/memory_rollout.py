@@ -101,10 +101,15 @@ def stream_costs(worlds: dict[str, World], episode, chunks: int = 100,
                  steps: int | None = None, progress=None) -> dict[str, dict]:
     """Per-chunk cost of streaming `chunks` chunks with each world's memory, the worlds side
     by side (a chunk of each in turn, so whatever else the machine does falls on every world
-    alike): median ms per chunk after 2 warm-up chunks, chunk 100 over chunk 2 as medians of
-    5 chunks on either side, memory tokens read per frame, and `ms_vs_first`, the median
-    ratio of each chunk's time to the first world's same chunk. `progress(1)` ticks each
-    chunk streamed."""
+    alike): median ms per chunk after 2 warm-up chunks; chunk 100 over chunk 2 as medians
+    of the first and last 10 (chunks 2-11 and 91-100 of 100), and `growth_vs_first`, that
+    ratio over the first world's (the growth a memory adds, whatever the machine's load did
+    between the two ends); memory tokens read per frame; `ms_vs_first`, the median ratio of
+    each chunk's time to the first world's same chunk. `progress(1)` ticks each chunk
+    streamed."""
+    if chunks < 12:
+        raise ValueError(f"chunks must be at least 12 (two ends of 10 after a warm-up chunk), "
+                         f"got {chunks}")
     runs = {name: _cost_stream(world, episode, steps) for name, world in worlds.items()}
     ms = {name: [] for name in worlds}
     tokens = {name: [] for name in worlds}
@@ -116,11 +121,15 @@ def stream_costs(worlds: dict[str, World], episode, chunks: int = 100,
             if progress is not None:
                 progress(1)
     first = np.array(next(iter(ms.values())))
+
+    def growth(m):
+        return float(np.median(m[-10:]) / np.median(m[1:11]))
     out = {}
     for name, world in worlds.items():
         m = np.array(ms[name])
         out[name] = {"ms_per_chunk": float(np.median(m[2:])),
-                     "cost_ratio_chunk100_chunk2": float(np.median(m[-5:]) / np.median(m[1:6])),
+                     "cost_ratio_chunk100_chunk2": growth(m),
+                     "growth_vs_first": growth(m) / growth(first),
                      "ms_vs_first": float(np.median(m[2:] / first[2:])),
                      "memory_tokens_per_frame":
                          float(np.mean(tokens[name][-10:])) / world.chunk_frames,

@@ -90,6 +90,7 @@ def print_long(methods: dict, seeds: dict | None = None) -> None:
 REVISIT_COLUMNS = {"ssim": "return_ssim", "self-cons": "self_consistency_psnr",
                    "all-frames": "all_frames_psnr", "ms/chunk": "ms_per_chunk",
                    "cost 100/2": "cost_ratio_chunk100_chunk2",
+                   "growth/base": "growth_vs_first", "ms/base": "ms_vs_first",
                    "tokens/frame": "memory_tokens_per_frame"}
 
 

@@ -339,7 +339,8 @@ def _costs(worlds: dict[str, World], episode, chunks: int, steps: int | None,
     `chunks` is 0 (not measured)."""
     if chunks == 0:
         return {name: {"ms_per_chunk": None, "cost_ratio_chunk100_chunk2": None,
-                       "ms_vs_first": None, "memory_tokens_per_frame": None,
+                       "ms_vs_first": None, "growth_vs_first": None,
+                       "memory_tokens_per_frame": None,
                        "cost_chunks": 0} for name in worlds}
     costs = stream_costs(worlds, episode, chunks=chunks, steps=steps, progress=progress)
     return {name: {k: v for k, v in c.items() if k != "chunks"} | {"cost_chunks": c["chunks"]}
@@ -375,14 +376,14 @@ def revisit(worlds: dict[str, World], episodes, seed: int = 0, steps: int | None
             min_overlap: float = MIN_OVERLAP) -> dict:
     """The protocol for each named world on the same episodes (see the module docstring).
     `progress(k)` ticks k generated chunks (the cost's included); `cost_chunks` 0 skips
-    the cost (its keys None), else at least 6; `ms_vs_first` is each world's time per
+    the cost (its keys None), else at least 12; `ms_vs_first` is each world's time per
     chunk over the first world's, streamed side by side. The references come
     from the first world's autoencoder; a world with another one carries its own."""
     if not worlds or set(worlds) & set(REFERENCES):
         raise ValueError(f"revisit needs named worlds, none called {REFERENCES}; got "
                          f"{sorted(worlds)}")
-    if cost_chunks != 0 and cost_chunks < 6:
-        raise ValueError(f"cost_chunks must be 0 (skip) or at least 6, got {cost_chunks}")
+    if cost_chunks != 0 and cost_chunks < 12:
+        raise ValueError(f"cost_chunks must be 0 (skip) or at least 12, got {cost_chunks}")
     f = max(w.chunk_frames for w in worlds.values())  # frames [0, f) are never scored
     check_episodes(episodes, f)
     T = [min(len(ep) // w.chunk_frames * w.chunk_frames for w in worlds.values())
