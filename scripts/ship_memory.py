@@ -50,7 +50,7 @@ def _merge(paths: list[Path]) -> dict:
     return merged
 
 
-COST_KEYS = ("ms_per_chunk", "cost_ratio_chunk100_chunk2", "ms_vs_first",
+COST_KEYS = ("ms_per_chunk", "cost_ratio_chunk100_chunk2", "growth_vs_first", "ms_vs_first",
              "memory_tokens_per_frame")
 
 
@@ -89,6 +89,8 @@ def bars(result: dict, best: str) -> dict:
            - _score(result, "none", "all_frames_psnr"),
            "cost_ratio_max": max(r["cost_ratio_chunk100_chunk2"] for r in timed.values()),
            "ms_per_chunk_over_none_max": max(over_none)}
+    if side_by_side:  # the growth a memory adds over none's, whatever the load did meanwhile
+        out["growth_vs_none_max"] = max(r["growth_vs_first"] for r in timed.values())
     if "tokens" in v and "retrieval" in v:
         out["tokens_fewer_than_retrieval_x"] = (v["retrieval"]["memory_tokens_per_frame"]
                                                 / v["tokens"]["memory_tokens_per_frame"])
