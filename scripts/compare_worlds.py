@@ -139,6 +139,9 @@ def main(argv=None) -> int:
     ap.add_argument("--cache", default="runs/compare")
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--out", default="data/results/worlds.json")
+    ap.add_argument("--what", default="the wave-1 world (trained on walks from MAP01's player "
+                    "start) against the world retrained on random starts over MAP01-03",
+                    help="what --old and --new are, for the table's JSON")
     ap.add_argument("--strip", default="data/results/worlds_strip.png")
     ap.add_argument("--strip-also", default=None, metavar="NAME=DIR,...",
                     help="more worlds as rows of the strip (not scored)")
@@ -178,9 +181,8 @@ def main(argv=None) -> int:
         png = to_png_bytes(rollout_strip(rows, ep, at=(8, 32, 64)))
         atomic_write(Path(args.strip), lambda fh: fh.write(png))
     atomic_write_json(Path(args.out), {
-        "what": "the wave-1 world (trained on walks from MAP01's player start) against the "
-                "world retrained on random starts over MAP01-03, scored against the engine "
-                "on held-out seeds (see scripts/compare_worlds.py for the protocol)",
+        "what": f"{args.what}, scored against the engine on held-out seeds (see "
+                "scripts/compare_worlds.py for the protocol)",
         "command": "python " + " ".join(["scripts/compare_worlds.py", *argv]),
         "commit": _commit(), "measured": str(date.today()),
         "strip": {"file": args.strip, "rows": ["engine", "old", "new", *extra],
