@@ -3,11 +3,15 @@
 # CPU, in stages that each resume where they stopped:
 #   1. latents of the 1,800 random-start episodes over MAP01-03 (scripts/train_cpu_level_world.sh
 #      records them into runs/w2/data), with doom64's frozen encoder
-#   2. the world model, WORLD_STEPS (2,400) steps from doom64_teacher's weights on all 1,800
-#      episodes (doom64_teacher saw 900 of them for 800 steps), one thread     (~85 min)
+#   2. the world model, WORLD_STEPS (1,600) steps from doom64_teacher's weights on all 1,800
+#      episodes (doom64_teacher saw 900 of them for 800 steps), one thread     (~55 min)
 #   3. package the teacher, then its 4-step ODE student (240 steps on 512 pairs, as
 #      scripts/train_students.sh) with doom64's fast decoder (the autoencoder is unchanged)
 #   bash scripts/train_level_world_long.sh
+# then score the teacher against doom64_teacher (data/results/world_longer_finetune.json):
+#   python scripts/compare_worlds.py --old data/checkpoints/doom64_teacher --new runs/w3/teacher \
+#       --parts world --out data/results/world_longer_finetune.json --what "..."
+# Measured on 2026-12-01: it does not beat doom64_teacher, so it is not shipped (data/README.md).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${PY:-.venv/bin/python}
@@ -28,7 +32,7 @@ store = EpisodeStore(sys.argv[1])
 print("encoded", fill_latents(store, LatentCache(store.root / "latents"), sys.argv[2], "cpu"))
 PY
 
-steps=${WORLD_STEPS:-2400}
+steps=${WORLD_STEPS:-1600}
 if [ ! -d "$RUN/world/checkpoints/step_$(printf %08d "$steps")" ]; then
   start=(--init "$BASE/world")
   [ -d "$RUN/world/checkpoints" ] && start=(--resume)
