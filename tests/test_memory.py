@@ -94,6 +94,24 @@ def test_load_base_starts_at_zero_effect(world_dir, world):
             world.model(x, t, actions=actions, c2w=c2w), atol=1e-6, rtol=0)
 
 
+def test_long_horizon_streams_a_memory_world_through_its_memory(world_dir, world, store):
+    """The long protocol streams a sink world through its memory, and while that memory
+    has zero effect, both streams are the base world's, frame for frame."""
+    from worldlab.evaluate import long as long_protocol
+    from worldlab.pretrained import World
+
+    cfg = variant_config(world.config, "sink", 3, 2, TOKENS_PER_FRAME)
+    model = WorldModel.from_config_dataclass(cfg.model, 4, 4).eval()
+    load_base(model, world_dir / "world")
+    sink = World(world.ae, model, cfg, world.device)
+    ep = store.read(store.ids()[0])
+    assert isinstance(long_protocol._stream(sink, ep), MemoryStream)
+    a, b = long_protocol.generate_walk(sink, ep), long_protocol.generate_walk(world, ep)
+    for name in ("open_loop", "drift_free", "autoencoder"):
+        np.testing.assert_array_equal(a[name], b[name])
+    assert (a["open_loop"][4:] != a["drift_free"][4:]).any()  # the two streams differ
+
+
 def test_load_base_refuses_what_it_cannot_map(tmp_path, world_dir):
     other = WorldModel(latent_channels=4, latent_size=4, width=64, depth=2, heads=2,
                        window_chunks=4)

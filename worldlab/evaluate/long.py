@@ -27,9 +27,11 @@ import numpy as np
 import torch
 
 from ..metrics import colour_distance, frame_psnr, sharpness
+from ..config import uses_memory
 from ..model.sampler import append_generated, chunk_conditions, sample_chunk
 from ..pretrained import World
 from .generation import episode_conditions
+from .memory_rollout import engine_depth, memory_stream
 
 EARLY = (32, 64)  # frames 33-64, 1-based, as the quick suite's horizon ends
 LATE_FRAMES = 100  # the last 100 frames of a walk
@@ -41,40 +43,74 @@ STREAMS = ("open_loop", "drift_free", "autoencoder", "repeat")
 def generate_walk(world: World, episode, seed: int = 0, progress=None) -> dict:
     """The four streams of one walk, uint8 (T, h, w, 3) each, plus the engine's frames.
 
-    Both model streams stream chunk by chunk with their own KV cache and draw the same
-    noise per chunk; the world's sampling settings (steps, solver, guidance, context
-    noise) apply to both."""
-    f, cfg, dev = world.chunk_frames, world.config.sample, world.device
+    Both model streams stream chunk by chunk with their own KV cache (and, for a world with
+    memory, their own memory: the drift-free stream's holds the engine's chunks) and draw
+    the same noise per chunk; the world's sampling settings (steps, solver, guidance,
+    context noise) apply to both."""
+    f, dev = world.chunk_frames, world.device
     T = len(episode) // f * f
     rgb = episode.rgb[:T]
     truth = world.encode(rgb)  # (1, T, c, h', w')
     actions, c2w, captions = episode_conditions(world, episode, 0, T)
     noise_gen = torch.Generator().manual_seed(seed)
     context_gen = torch.Generator().manual_seed(seed + 1)
-    model = world.model
-    caches = {"open_loop": model.new_cache(1), "drift_free": model.new_cache(1)}
+    streams = {name: _stream(world, episode) for name in ("open_loop", "drift_free")}
     frames = {"open_loop": [rgb[:f]], "drift_free": [rgb[:f]],
               "autoencoder": [world.decode(truth[:, :f])]}
-    for cache in caches.values():
-        model.append_chunk(truth[:, :f], cache, defer=True,
-                           **chunk_conditions(0, f, actions, c2w, captions))
+    for stream in streams.values():
+        stream.append_truth(truth[:, :f], chunk_conditions(0, f, actions, c2w, captions),
+                            rgb[:f], engine_depth(episode, 0, f))
     for j in range(1, T // f):
         cond = chunk_conditions(j, f, actions, c2w, captions)
         noise = torch.randn((1, f, *truth.shape[2:]), generator=noise_gen).to(dev)
-        for name, cache in caches.items():
-            x = sample_chunk(model, cache, noise, cfg.steps, cfg.solver, cfg.guidance, **cond)
+        part = slice(j * f, (j + 1) * f)
+        for name, stream in streams.items():
+            x = stream.generate(noise, cond)
             frames[name].append(world.decode(x))
             if name == "open_loop":
-                append_generated(model, cache, x, cfg.context_noise, context_gen, **cond)
+                stream.append(x, cond, context_gen)
+                stream.observe(frames[name][-1], engine_depth(episode, j * f, f))
             else:
-                model.append_chunk(truth[:, j * f:(j + 1) * f], cache, defer=True, **cond)
-        frames["autoencoder"].append(world.decode(truth[:, j * f:(j + 1) * f]))
+                stream.append_truth(truth[:, part], cond, rgb[part],
+                                    engine_depth(episode, j * f, f))
+        frames["autoencoder"].append(world.decode(truth[:, part]))
         if progress is not None:
             progress(1)
     out = {name: np.concatenate(v) for name, v in frames.items()}
     out["repeat"] = np.broadcast_to(rgb[f - 1], rgb.shape)
     out["engine"] = rgb
     return out
+
+
+def _stream(world: World, episode):
+    """A world's stream over `episode`: a `MemoryStream` when the world has memory, else
+    the bare KV cache with the same calls."""
+    if uses_memory(world.config.memory):
+        return memory_stream(world, episode)
+    return _Plain(world)
+
+
+class _Plain:
+    """Streaming without memory: `MemoryStream`'s calls on the model's KV cache alone."""
+
+    def __init__(self, world: World):
+        self.model, self.sample, self.cache = world.model, world.config.sample, \
+            world.model.new_cache(1)
+
+    def append_truth(self, latents, cond, rgb=None, depth=None) -> None:
+        self.model.append_chunk(latents, self.cache, defer=True, **cond)
+
+    def generate(self, noise, cond) -> torch.Tensor:
+        s = self.sample
+        return sample_chunk(self.model, self.cache, noise, s.steps, s.solver, s.guidance,
+                            **cond)
+
+    def append(self, x, cond, generator=None) -> None:
+        append_generated(self.model, self.cache, x, self.sample.context_noise, generator,
+                         **cond)
+
+    def observe(self, rgb, depth=None) -> None:
+        pass
 
 
 def motion(frames: np.ndarray) -> np.ndarray:

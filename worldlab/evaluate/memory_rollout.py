@@ -48,7 +48,7 @@ def open_loop(world: World, episode, seed: int = 0, steps: int | None = None,
     g = torch.Generator().manual_seed(seed)
     first = chunk_conditions(0, f, actions, c2w, captions)
     truth0 = world.encode(episode.rgb[:f])
-    stream.start(truth0, first, episode.rgb[:f], _depth(episode, 0, f))
+    stream.append_truth(truth0, first, episode.rgb[:f], engine_depth(episode, 0, f))
     frames, ms, read = [episode.rgb[:f]], [], []
     for j in range(1, T // f):
         cond = chunk_conditions(j, f, actions, c2w, captions)
@@ -57,7 +57,7 @@ def open_loop(world: World, episode, seed: int = 0, steps: int | None = None,
         sync(world.device)
         ms.append(1e3 * (time.perf_counter() - t0))
         rgb = world.decode(x)
-        stream.observe(rgb, _depth(episode, j * f, f))
+        stream.observe(rgb, engine_depth(episode, j * f, f))
         frames.append(rgb)
         read.append(stream.last_memory)
         if progress is not None:
@@ -65,7 +65,7 @@ def open_loop(world: World, episode, seed: int = 0, steps: int | None = None,
     return {"frames": np.concatenate(frames), "chunk_ms": ms, "memory_chunks": read}
 
 
-def _depth(episode, start: int, f: int):
+def engine_depth(episode, start: int, f: int):
     """The engine's depth of frames [start, start + f), or None when the episode has none
     (only `cache3d="oracle"` reads it)."""
     return None if episode.depth is None else episode.depth[start:start + f]
@@ -82,15 +82,16 @@ def _cost_stream(world: World, episode, steps: int | None):
     actions, c2w, captions = episode_conditions(world, episode, 0, n * f)
     stream = memory_stream(world, episode)
     g = torch.Generator().manual_seed(0)
-    stream.start(world.encode(episode.rgb[:f]), chunk_conditions(0, f, actions, c2w, captions),
-                 episode.rgb[:f], _depth(episode, 0, f))
+    stream.append_truth(world.encode(episode.rgb[:f]),
+                        chunk_conditions(0, f, actions, c2w, captions), episode.rgb[:f],
+                        engine_depth(episode, 0, f))
 
     def chunk(k: int) -> tuple[float, int]:
         j = int(order[k % len(order)])
         cond = chunk_conditions(j, f, actions, c2w, captions)
         t0 = time.perf_counter()
         x = stream.step(chunk_noise(world, g), cond, steps)
-        stream.observe(world.decode(x), _depth(episode, j * f, f))
+        stream.observe(world.decode(x), engine_depth(episode, j * f, f))
         sync(world.device)
         return 1e3 * (time.perf_counter() - t0), stream.last_tokens
     return chunk

@@ -76,8 +76,11 @@ class MemoryStream:
     def device(self):
         return next(self.model.parameters()).device
 
-    def start(self, latents: torch.Tensor, cond: dict, rgb: np.ndarray, depth=None) -> None:
-        """The first chunk (1, f, c, h, w), true: into the cache, the bank, the 3D cache."""
+    def append_truth(self, latents: torch.Tensor, cond: dict, rgb: np.ndarray,
+                     depth=None) -> None:
+        """A true chunk (1, f, c, h, w) (the first, or every one of a teacher-forced stream)
+        with its conditions and frames (f, H, W, 3): into the cache, the bank, the 3D
+        cache."""
         self.model.append_chunk(latents, self.cache, defer=True, **cond)
         self.remember(latents[0], cond["c2w"][0].double().cpu().numpy(), rgb, depth)
 
@@ -110,10 +113,10 @@ class MemoryStream:
                             valid).to(self.device)
 
     @torch.no_grad()
-    def step(self, noise: torch.Tensor, cond: dict, steps: int | None = None) -> torch.Tensor:
-        """Generate the next chunk (1, f, c, h, w) from noise with the conditions `cond`
-        (actions, c2w (1, f, 4, 4), text), read memory, append it to the KV cache and the
-        bank. `observe` must follow with its decoded frames when the world has a 3D cache."""
+    def generate(self, noise: torch.Tensor, cond: dict, steps: int | None = None) -> torch.Tensor:
+        """The next chunk (1, f, c, h, w) from noise with the conditions `cond` (actions, c2w
+        (1, f, 4, 4), text), reading memory; nothing is appended (`append`, or
+        `append_truth` for a teacher-forced stream, must follow)."""
         c2w = cond["c2w"][0].double().cpu().numpy()
         size = noise.shape[-1] * self.ae.downsample
         extra = {"memory": self._memory(c2w, (size, size))}
@@ -121,10 +124,22 @@ class MemoryStream:
             extra["cache_latent"] = cache_latent(self.ae, self.points, c2w, self.K, size,
                                                  self.device)
         s = self.sample
-        x = sample_chunk(self.model, self.cache, noise, steps or s.steps, s.solver, s.guidance,
-                         **cond, **extra)
-        append_generated(self.model, self.cache, x, s.context_noise, **cond)
-        self.bank.add(x[0], c2w)
+        return sample_chunk(self.model, self.cache, noise, steps or s.steps, s.solver,
+                            s.guidance, **cond, **extra)
+
+    def append(self, x: torch.Tensor, cond: dict, generator=None) -> None:
+        """A generated chunk x (1, f, c, h, w) into the KV cache (noised by the sampling
+        settings' context_noise, drawn from `generator`) and the bank."""
+        append_generated(self.model, self.cache, x, self.sample.context_noise, generator,
+                         **cond)
+        self.bank.add(x[0], cond["c2w"][0].double().cpu().numpy())
+
+    @torch.no_grad()
+    def step(self, noise: torch.Tensor, cond: dict, steps: int | None = None) -> torch.Tensor:
+        """Generate the next chunk and append it (`generate`, then `append`). `observe` must
+        follow with its decoded frames when the world has a 3D cache."""
+        x = self.generate(noise, cond, steps)
+        self.append(x, cond)
         return x
 
     def snapshot(self) -> tuple:
