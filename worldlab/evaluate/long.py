@@ -27,8 +27,7 @@ import numpy as np
 import torch
 
 from ..metrics import colour_distance, frame_psnr, sharpness
-from ..config import uses_memory
-from ..model.sampler import append_generated, chunk_conditions, sample_chunk
+from ..model.sampler import chunk_conditions
 from ..pretrained import World
 from .generation import episode_conditions
 from .memory_rollout import engine_depth, memory_stream
@@ -54,7 +53,7 @@ def generate_walk(world: World, episode, seed: int = 0, progress=None) -> dict:
     actions, c2w, captions = episode_conditions(world, episode, 0, T)
     noise_gen = torch.Generator().manual_seed(seed)
     context_gen = torch.Generator().manual_seed(seed + 1)
-    streams = {name: _stream(world, episode) for name in ("open_loop", "drift_free")}
+    streams = {name: memory_stream(world, episode) for name in ("open_loop", "drift_free")}
     frames = {"open_loop": [rgb[:f]], "drift_free": [rgb[:f]],
               "autoencoder": [world.decode(truth[:, :f])]}
     for stream in streams.values():
@@ -80,37 +79,6 @@ def generate_walk(world: World, episode, seed: int = 0, progress=None) -> dict:
     out["repeat"] = np.broadcast_to(rgb[f - 1], rgb.shape)
     out["engine"] = rgb
     return out
-
-
-def _stream(world: World, episode):
-    """A world's stream over `episode`: a `MemoryStream` when the world has memory, else
-    the bare KV cache with the same calls."""
-    if uses_memory(world.config.memory):
-        return memory_stream(world, episode)
-    return _Plain(world)
-
-
-class _Plain:
-    """Streaming without memory: `MemoryStream`'s calls on the model's KV cache alone."""
-
-    def __init__(self, world: World):
-        self.model, self.sample, self.cache = world.model, world.config.sample, \
-            world.model.new_cache(1)
-
-    def append_truth(self, latents, cond, rgb=None, depth=None) -> None:
-        self.model.append_chunk(latents, self.cache, defer=True, **cond)
-
-    def generate(self, noise, cond) -> torch.Tensor:
-        s = self.sample
-        return sample_chunk(self.model, self.cache, noise, s.steps, s.solver, s.guidance,
-                            **cond)
-
-    def append(self, x, cond, generator=None) -> None:
-        append_generated(self.model, self.cache, x, self.sample.context_noise, generator,
-                         **cond)
-
-    def observe(self, rgb, depth=None) -> None:
-        pass
 
 
 def motion(frames: np.ndarray) -> np.ndarray:
