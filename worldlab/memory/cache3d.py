@@ -227,6 +227,16 @@ _KEY_BITS = 21  # per axis: +-2^20 voxels (+-52 km at 5 cm) packed into one int6
 _KEY_HALF = 1 << (_KEY_BITS - 1)
 
 
+def _least_recent(seen: np.ndarray, n: int) -> np.ndarray:
+    """A mask of the n entries with the oldest `seen` stamps (among equal stamps at the
+    boundary, the last ones), in O(len(seen))."""
+    v = np.partition(seen, n - 1)[n - 1]  # the n-th oldest stamp
+    drop = seen < v
+    ties = np.flatnonzero(seen == v)
+    drop[ties[len(ties) - (n - int(drop.sum())):]] = True
+    return drop
+
+
 class PointCache:
     """Coloured 3D points fused from RGB-D frames, one point per `voxel`-metre cell.
 
@@ -287,7 +297,7 @@ class PointCache:
         added = len(last) - before
         if self.max_points is not None and len(last) > self.max_points:
             # the most recently observed max_points, still in key order
-            kept = np.sort(np.argsort(-seen[last], kind="stable")[:self.max_points])
+            kept = ~_least_recent(seen[last], len(last) - self.max_points)
             rev_keys, last = rev_keys[kept], last[kept]
         self._keys, self.points, self.colors, self._seen = rev_keys, pts[last], cols[last], \
             seen[last]
