@@ -123,6 +123,15 @@ def resolve_checkpoint(path=None) -> Path:
     return p
 
 
+def named_world(spec: str) -> tuple[str, str]:
+    """A `NAME=DIR` spec (the `--model` of `eval` and `bench memory`) split into its name
+    and world directory; a ValueError naming the spec when either is missing."""
+    name, sep, path = spec.partition("=")
+    if not sep or not name.strip() or not path.strip():
+        raise ValueError(f"--model expects NAME=DIR, got {spec!r}")
+    return name.strip(), path.strip()
+
+
 def load_world(path: str | Path, device: str = "auto", subfolder: str = "world",
                decoder: str | None = None, sample: dict | None = None) -> World:
     """Load a world directory (see the module docstring); `subfolder` picks e.g. "ema".

@@ -17,7 +17,8 @@ from ..engines.policies import WALK
 from ..memory.cache3d import reprojection_error
 from ..model.autoencoder import VideoAutoencoder
 from ..model.dit import WorldModel
-from ..pretrained import World, load_world, resolve_checkpoint, resolve_device
+from ..pretrained import World, load_world, named_world, resolve_checkpoint, \
+    resolve_device
 from ..train.recipes import seeded
 from .protocols import runtime
 from .report import print_table
@@ -127,13 +128,10 @@ def bench_memory(model: list[str], chunks: int = 100, sample_steps: int | None =
     if not model:
         raise ValueError("bench memory needs worlds to compare: --model NAME=DIR (repeatable; "
                          "the first is the baseline)")
-    specs = [m.partition("=") for m in model]
-    bad = [m for m, (name, sep, path) in zip(model, specs) if not (name and sep and path)]
-    if bad:
-        raise ValueError(f"--model takes NAME=DIR, got {bad[0]!r}")
+    paths = dict(named_world(m) for m in model)
     sample = None if sample_steps is None else {"steps": sample_steps}
     worlds = {name: load_world(resolve_checkpoint(path), device=device, sample=sample)
-              for name, _, path in specs}
+              for name, path in paths.items()}
     first = next(iter(worlds.values()))
     opts = {"monsters": "invulnerable"} if first.config.data.engine == "doom" else {}
     walk = heldout_episodes(first.config.data.engine, 1, 96, first.size, POLICIES, seed=seed,
@@ -144,7 +142,6 @@ def bench_memory(model: list[str], chunks: int = 100, sample_steps: int | None =
     print_table([{"world": name, **{k: v for k, v in c.items() if k != "chunks"}}
                  for name, c in costs.items()],
                 f"memory streaming cost, side by side ({chunks} chunks, walk seed {seed})")
-    return {"worlds": {name: {**c, "checkpoint": path} for (name, _, path), c
-                       in zip(specs, costs.values())},
-            "baseline": specs[0][0], "seed": seed, "chunks": chunks,
+    return {"worlds": {name: {**c, "checkpoint": paths[name]} for name, c in costs.items()},
+            "baseline": next(iter(paths)), "seed": seed, "chunks": chunks,
             "sample_steps": sample_steps, "device": str(first.device)}

@@ -24,7 +24,7 @@ from ..config import STARTS
 from ..paths import RUNS
 from ..loading import load_module
 from ..model.autoencoder import VideoAutoencoder
-from ..pretrained import DEFAULT_WORLD, load_world, resolve_checkpoint
+from ..pretrained import DEFAULT_WORLD, load_world, named_world, resolve_checkpoint
 from .long import combine_seeds, long_horizon
 from .protocols import HELDOUT_SEED, autoencoder_scores, heldout_episodes, quick_suite
 from .report import print_long, print_quick, print_revisit, print_table
@@ -116,10 +116,10 @@ def _sample(args) -> dict | None:
 
 
 def _named(spec: str) -> tuple[str, str]:
-    name, sep, path = spec.partition("=")
-    if not sep or not name.strip() or not path.strip():
-        raise SystemExit(f"--model expects NAME=DIR, got {spec!r}")
-    return name.strip(), path.strip()
+    try:
+        return named_world(spec)
+    except ValueError as e:
+        raise SystemExit(str(e)) from None
 
 
 def _quick(args, world) -> tuple[dict, list]:
