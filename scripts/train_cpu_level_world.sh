@@ -16,6 +16,7 @@
 # Minutes are on 2 shared cores (stages 2 and 3 ran side by side).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+source scripts/level_world_recipe.sh
 PY=${PY:-.venv/bin/python}
 RUN=${RUN:-runs/w2}
 OLD=data/checkpoints/doom64_v1
@@ -49,14 +50,10 @@ done
 if [ ! -d "$RUN/world/checkpoints/step_00000800" ]; then
   START=(--init "$OLD/world")
   [ -d "$RUN/world/checkpoints" ] && START=(--resume)
-  $PY -m worldlab train world --preset small --batch-size 32 --device cpu \
+  $PY -m worldlab train world "${LEVEL_WORLD[@]}" \
       --data "$RUN/data900" --latents "$RUN/data/latents" --autoencoder "$OLD/autoencoder" \
-      --captions "$OLD/captions.safetensors" \
-      --set model__patch_size=2 --set model__width=192 --set model__depth=4 \
-      --set train__forcing=teacher --set train__ema_decay=0.995 \
-      --set model__window_chunks=3 --set data__clip_chunks=4 \
-      --set train__lr=3e-4 --set train__warmup_steps=50 --set train__checkpoint_every=100 \
-      --set sample__steps=16 --out "$RUN/world" "${START[@]}" --steps 800
+      --captions "$OLD/captions.safetensors" --set train__checkpoint_every=100 \
+      --out "$RUN/world" "${START[@]}" --steps 800
 fi
 
 # shipped with the decoder fine-tuned without the critic (data/README.md says why); the same

@@ -14,6 +14,7 @@
 # Measured on 2026-12-01: it does not beat doom64_teacher, so it is not shipped (data/README.md).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+source scripts/level_world_recipe.sh
 PY=${PY:-.venv/bin/python}
 DATA=${DATA:-runs/w2/data}
 RUN=${RUN:-runs/w3}
@@ -37,14 +38,10 @@ if [ ! -d "$RUN/world/checkpoints/step_$(printf %08d "$steps")" ]; then
   start=(--init "$BASE/world")
   [ -d "$RUN/world/checkpoints" ] && start=(--resume)
   stage "world model, $steps steps"
-  $PY -m worldlab train world --preset small --batch-size 32 --device cpu \
+  $PY -m worldlab train world "${LEVEL_WORLD[@]}" \
       --data "$DATA" --latents "$DATA/latents" --autoencoder "$BASE/autoencoder" \
-      --captions "$BASE/captions.safetensors" \
-      --set model__patch_size=2 --set model__width=192 --set model__depth=4 \
-      --set train__forcing=teacher --set train__ema_decay=0.995 \
-      --set model__window_chunks=3 --set data__clip_chunks=4 \
-      --set train__lr=3e-4 --set train__warmup_steps=50 --set train__checkpoint_every=200 \
-      --set sample__steps=16 --out "$RUN/world" "${start[@]}" --steps "$steps"
+      --captions "$BASE/captions.safetensors" --set train__checkpoint_every=200 \
+      --out "$RUN/world" "${start[@]}" --steps "$steps"
 fi
 
 [ -d "$RUN/teacher" ] || $PY -m worldlab train package --autoencoder "$BASE/autoencoder" \

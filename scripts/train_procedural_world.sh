@@ -22,6 +22,7 @@
 #     bash scripts/train_procedural_world.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
+source scripts/level_world_recipe.sh
 PY=${PY:-.venv/bin/python}
 RUN=${RUN:-runs/proc}
 BASE=data/checkpoints/doom64_teacher   # the DOOM level world: the world model's start
@@ -40,13 +41,9 @@ world() {
   local start=(--init "$BASE/world")
   [ -d "$RUN/world/checkpoints" ] && start=(--resume)
   stage "teacher world model"
-  $PY -m worldlab train world --preset small --batch-size 32 --device cpu \
+  $PY -m worldlab train world "${LEVEL_WORLD[@]}" \
       --data "$RUN/data" --autoencoder "$AE" --captions "$BASE/captions.safetensors" \
-      --set model__patch_size=2 --set model__width=192 --set model__depth=4 \
-      --set train__forcing=teacher --set train__ema_decay=0.995 \
-      --set model__window_chunks=3 --set data__clip_chunks=4 \
-      --set train__lr=3e-4 --set train__warmup_steps=50 --set train__checkpoint_every=100 \
-      --set sample__steps=16 --out "$RUN/world" "${start[@]}" --steps "$steps"
+      --set train__checkpoint_every=100 --out "$RUN/world" "${start[@]}" --steps "$steps"
 }
 
 decoder() {
