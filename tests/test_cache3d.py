@@ -159,6 +159,40 @@ def test_bounded_cache_keeps_the_points_seen_last():
     np.testing.assert_array_equal(cache.points, alone.points)
 
 
+def _fuse_by_concatenation(cache, points, colors, seen, max_points):
+    """The cache's merge written plainly: old points then new, the last of each voxel wins,
+    then the points seen least recently go (ties at the bound: the last in key order)."""
+    keys = np.concatenate([cache._keys, cache._pack(points)])
+    stamps = np.concatenate([cache._seen, np.full(len(points), seen)])
+    uniq, rev_first = np.unique(keys[::-1], return_index=True)
+    last = len(keys) - 1 - rev_first
+    if max_points is not None and len(last) > max_points:
+        order = np.argsort(stamps[last], kind="stable")  # oldest first, key order within
+        ties = stamps[last][order]
+        cut = ties[len(last) - max_points - 1]
+        older, equal = order[ties < cut], order[ties == cut]
+        drop = np.concatenate([older, equal[len(equal) - (len(last) - max_points - len(older)):]])
+        last = np.delete(last, drop)
+    return (np.concatenate([cache.points, points])[last],
+            np.concatenate([cache.colors, colors])[last])
+
+
+@pytest.mark.parametrize("max_points", [None, 700, 2000])
+def test_fuse_equals_the_plain_concatenate_and_unique(max_points):
+    rng = np.random.default_rng(max_points or 0)
+    cache = PointCache(voxel=0.05, max_points=max_points)
+    for i in range(25):
+        rgb, depth = _frame(i)
+        depth = np.round(depth * rng.uniform(0.8, 1.2), 1)  # voxels repeated in a frame
+        pose = camera.pose_from_heading(rng.normal(size=3) * 0.3, float(rng.uniform(0, 360)), 0.0)
+        ok = np.isfinite(depth)
+        pts = camera.unproject_depth(depth, K, pose)[ok]
+        want = _fuse_by_concatenation(cache, pts, rgb[ok], cache._fuses + 1, max_points)
+        cache.fuse(rgb, depth, pose, K)
+        np.testing.assert_array_equal(cache.points, want[0])
+        np.testing.assert_array_equal(cache.colors, want[1])
+
+
 def test_empty_cache_renders_nothing():
     rgb, depth, mask = PointCache().render(POSE, K, 8, 6)
     assert rgb.shape == (8, 6, 3) and np.isinf(depth).all() and not mask.any()

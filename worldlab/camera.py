@@ -143,12 +143,14 @@ def project(points: np.ndarray, K: np.ndarray, c2w: np.ndarray) -> tuple[np.ndar
         raise ValueError(f"points must have shape (..., 3), got {points.shape}")
     R, t = c2w[:3, :3], c2w[:3, 3]
     # flat (n, 3) @ (3, 3): one BLAS call (a batched (..., m, 3) matmul is ~10x slower)
-    cam = ((points - t).reshape(-1, 3) @ R).reshape(points.shape)  # R^T (p - t)
-    z = cam[..., 2]
+    cam = (points - t).reshape(-1, 3) @ R  # R^T (p - t)
+    uvw = cam @ K.T
+    w = uvw[:, 2].copy()  # contiguous: dividing column by column is ~3x faster than (n, 2) / (n, 1)
+    uv = np.empty((len(cam), 2))
     with np.errstate(divide="ignore", invalid="ignore"):
-        uvw = (cam.reshape(-1, 3) @ K.T).reshape(points.shape)
-        uv = uvw[..., :2] / uvw[..., 2:3]
-    return uv, z
+        np.divide(uvw[:, 0], w, out=uv[:, 0])
+        np.divide(uvw[:, 1], w, out=uv[:, 1])
+    return uv.reshape(points.shape[:-1] + (2,)), cam[:, 2].reshape(points.shape[:-1])
 
 
 def unproject_depth(depth: np.ndarray, K: np.ndarray, c2w: np.ndarray) -> np.ndarray:

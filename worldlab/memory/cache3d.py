@@ -85,32 +85,30 @@ def splat_points(points: np.ndarray, colors: np.ndarray, c2w: np.ndarray, K: np.
     if len(points) == 0:
         return rgb, depth, np.zeros((h, w), bool)
     uv, z = camera.project(points, K, c2w)  # (n, 2), (n,)
-    front = z > 1e-6
-    uv, z, colors = uv[front], z[front], colors[front]
-    # the s x s block of pixels whose centres are nearest: starts at floor(u - (s - 1) / 2)
-    start = np.floor(uv - (splat - 1) / 2).astype(np.int64)  # (n, 2)
-    seen = (start[:, 0] > -splat) & (start[:, 0] < w) & (start[:, 1] > -splat) & \
-        (start[:, 1] < h)  # blocks with a pixel in the image
-    start, z, colors = start[seen], z[seen], colors[seen]
-    offs = np.arange(splat)
-    du, dv = np.meshgrid(offs, offs, indexing="xy")
-    cols = (start[:, None, 0] + du.ravel()).ravel()  # (n * s * s,)
-    rows = (start[:, None, 1] + dv.ravel()).ravel()
-    zz = np.repeat(z, splat * splat)
-    src = np.repeat(np.arange(len(z)), splat * splat)
-    inside = (cols >= 0) & (cols < w) & (rows >= 0) & (rows < h)
-    flat, zz, src = rows[inside] * w + cols[inside], zz[inside], src[inside]
-    # z-buffer in O(n): the nearest depth of each pixel, then among the entries at that
-    # depth the first (the lowest point index, as a stable sort by (pixel, depth) would)
-    near = np.full(h * w, np.inf)
-    np.minimum.at(near, flat, zz)
-    win = np.flatnonzero(zz == near[flat])
-    pix, first = np.unique(flat[win], return_index=True)
-    rgb.reshape(-1, 3)[pix] = colors[src[win[first]]]
-    depth.reshape(-1)[pix] = near[pix]
-    mask = np.zeros(h * w, bool)
-    mask[pix] = True
-    return rgb, depth, mask.reshape(h, w)
+    # the s x s block of pixels whose centres are nearest starts at floor(u - (s - 1) / 2);
+    # keep the points in front whose block has a pixel in the image
+    start = np.floor(uv - (splat - 1) / 2)
+    keep = np.flatnonzero((z > 1e-6) & (start[:, 0] > -splat) & (start[:, 0] < w)
+                          & (start[:, 1] > -splat) & (start[:, 1] < h))
+    # a z-buffer padded by s - 1 pixels on every side holds every block whole, so the
+    # blocks need no clipping; the image is its centre
+    pad, wp = splat - 1, w + 2 * (splat - 1)
+    corner = (start[keep, 1].astype(np.int64) + pad) * wp + start[keep, 0].astype(np.int64) + pad
+    offs = (np.arange(splat)[:, None] * wp + np.arange(splat)).ravel()  # (s * s,)
+    flat = corner[:, None] + offs  # (m, s * s): the pixels of each kept point's block
+    zk = z[keep]
+    # in O(n): the nearest depth of each pixel, then among the points at that depth the
+    # first (the lowest point index, as a stable sort by (pixel, depth) would)
+    near = np.full((h + 2 * pad) * wp, np.inf)
+    np.minimum.at(near, flat.ravel(), np.repeat(zk, splat * splat))
+    win_pt, win_off = np.nonzero(near[flat] == zk[:, None])
+    owner = np.full(len(near), len(keep), np.int64)
+    np.minimum.at(owner, flat[win_pt, win_off], win_pt)
+    owner = owner.reshape(h + 2 * pad, wp)[pad:pad + h, pad:pad + w]
+    mask = owner < len(keep)
+    rgb[mask] = colors[keep[owner[mask]]]
+    depth[mask] = near.reshape(h + 2 * pad, wp)[pad:pad + h, pad:pad + w][mask]
+    return rgb, depth, mask
 
 
 def _valid_points(depth: np.ndarray, K: np.ndarray, c2w: np.ndarray, keep=None):
@@ -285,22 +283,36 @@ class PointCache:
         depth = _check_depth("depth", depth, hw)
         keep = None if mask is None else _check_mask("mask", mask, hw)
         points, idx = _valid_points(depth, camera.check_K(K), camera.check_c2w(c2w), keep)
-        before = len(self)
+        keys = self._pack(points)
+        # the last pixel of each voxel wins within the frame, as the frame wins over the cache
+        new_keys, rev_first = np.unique(keys[::-1], return_index=True)
+        src = len(keys) - 1 - rev_first  # (m,) the winning point of each new key, key order
+        at = np.searchsorted(self._keys, new_keys)
+        hit = at < len(self._keys)
+        hit[hit] = self._keys[at[hit]] == new_keys[hit]
         self._fuses += 1
-        # old points first, new after: keeping the last occurrence of each key lets new win
-        keys = np.concatenate([self._keys, self._pack(points)])
-        pts = np.concatenate([self.points, points])
-        cols = np.concatenate([self.colors, rgb.reshape(-1, 3)[idx]])
-        seen = np.concatenate([self._seen, np.full(len(points), self._fuses, np.int64)])
-        rev_keys, rev_first = np.unique(keys[::-1], return_index=True)
-        last = len(keys) - 1 - rev_first  # index of the last occurrence of each sorted key
-        added = len(last) - before
-        if self.max_points is not None and len(last) > self.max_points:
+        # one gather over the cache, O(n + m log m): new voxels go where their keys keep the
+        # order, voxels seen again take the new point; every array is new (snapshots hold
+        # the old ones). take(), not boolean rows: ~5x faster on (n, 3) arrays
+        n, miss = len(self), ~hit
+        added = int(miss.sum())
+        fresh = np.zeros(n + added, bool)  # the merged slots of the new voxels
+        fresh[at[miss] + np.arange(added)] = True
+        order = np.empty(n + added, np.int64)  # merged slot -> row of [cache; new voxels]
+        order[~fresh], order[fresh] = np.arange(n), n + np.arange(added)
+        merged = []
+        for old, new in ((self._keys, new_keys), (self.points, points[src]),
+                         (self.colors, rgb.reshape(-1, 3)[idx[src]]),
+                         (self._seen, np.full(len(src), self._fuses))):
+            rows = np.concatenate([old, new.compress(miss, axis=0)])
+            rows[at[hit]] = new.compress(hit, axis=0)
+            merged.append(rows)
+        if self.max_points is not None and len(order) > self.max_points:
             # the most recently observed max_points, still in key order
-            kept = ~_least_recent(seen[last], len(last) - self.max_points)
-            rev_keys, last = rev_keys[kept], last[kept]
-        self._keys, self.points, self.colors, self._seen = rev_keys, pts[last], cols[last], \
-            seen[last]
+            order = order.compress(~_least_recent(merged[3].take(order),
+                                                  len(order) - self.max_points))
+        keys, pts, cols, seen = (rows.take(order, axis=0) for rows in merged)
+        self._keys, self.points, self.colors, self._seen = keys, pts, cols, seen
         return added
 
     def snapshot(self) -> tuple:
