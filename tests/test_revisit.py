@@ -16,6 +16,7 @@ import torch
 
 from worldlab import camera
 from worldlab.episodes import Episode, PromptSegment, make_meta
+from worldlab.evaluate.memory_rollout import cost_summary
 from worldlab.evaluate.revisit import (PSNR_MAX, bootstrap_interval, coverage, masked_psnr,
                                        oracle_frames, reference_scores, return_pairs, revisit)
 from worldlab.memory.cache3d import backward_warp
@@ -228,3 +229,20 @@ def test_cli_scores_the_tiny_world_on_recorded_revisit_walks(world_dir, tmp_path
     assert e["policies"] == ["leave_and_return", "asymmetric_return"]  # k % 2
     assert r["return_frames"] == sum(e["return_frames"]) > 0
     assert np.isfinite(v["return_psnr"]) and v["ms_per_chunk"] > 0
+
+
+def test_cost_summary_cancels_the_machines_speed_chunk_by_chunk():
+    rng = np.random.default_rng(0)
+    k = np.arange(100)
+    speed = np.where(k < 50, 1.3, 1.0) * rng.uniform(0.9, 1.1, 100)  # a host's speed swings
+    ms = {"none": 100.0 * speed, "flat": 150.0 * speed, "growing": (150.0 + k) * speed}
+    c = cost_summary(ms, {name: [4.0] * 100 for name in ms})
+    assert c["flat"]["growth_vs_first"] == pytest.approx(1.0)
+    assert c["flat"]["ms_vs_first"] == pytest.approx(1.5)
+    assert c["flat"]["cost_ratio_chunk100_chunk2"] < 0.85  # the raw ratio keeps the swing
+    assert c["growing"]["growth_vs_first"] == pytest.approx(244.5 / 155.5)  # chunks 90-99, 1-10
+    assert c["none"]["chunks"] == 100 and len(c["none"]["chunk_ms"]) == 100
+    assert c["none"]["memory_tokens_per_frame"] == 4.0
+    with pytest.raises(ValueError, match="short"):
+        cost_summary({"none": ms["none"], "short": ms["flat"][:50]},
+                     {"none": [0.0] * 100, "short": [0.0] * 50})

@@ -139,7 +139,8 @@ def bench_memory(model: list[str], chunks: int = 100, sample_steps: int | None =
     with tqdm(total=chunks * len(worlds), desc="memory cost", unit="chunk") as bar:
         costs = stream_costs(worlds, walk, chunks=chunks, steps=sample_steps,
                              progress=bar.update)
-    print_table([{"world": name, **{k: v for k, v in c.items() if k != "chunks"}}
+    print_table([{"world": name,
+                  **{k: v for k, v in c.items() if k not in ("chunks", "chunk_ms")}}
                  for name, c in costs.items()],
                 f"memory streaming cost, side by side ({chunks} chunks, walk seed {seed})")
     return {"worlds": {name: {**c, "checkpoint": paths[name]} for name, c in costs.items()},

@@ -102,12 +102,7 @@ def stream_costs(worlds: dict[str, World], episode, chunks: int = 100,
                  steps: int | None = None, progress=None) -> dict[str, dict]:
     """Per-chunk cost of streaming `chunks` chunks with each world's memory, the worlds side
     by side (a chunk of each in turn, so whatever else the machine does falls on every world
-    alike): median ms per chunk after 2 warm-up chunks; chunk 100 over chunk 2 as medians
-    of the first and last 10 (chunks 2-11 and 91-100 of 100), and `growth_vs_first`, that
-    ratio over the first world's (the growth a memory adds, whatever the machine's load did
-    between the two ends); memory tokens read per frame; `ms_vs_first`, the median ratio of
-    each chunk's time to the first world's same chunk. `progress(1)` ticks each chunk
-    streamed."""
+    alike), summarised by `cost_summary`. `progress(1)` ticks each chunk streamed."""
     if chunks < 12:
         raise ValueError(f"chunks must be at least 12 (two ends of 10 after a warm-up chunk), "
                          f"got {chunks}")
@@ -118,21 +113,43 @@ def stream_costs(worlds: dict[str, World], episode, chunks: int = 100,
         for name, chunk in runs.items():
             t, n = chunk(k)
             ms[name].append(t)
-            tokens[name].append(n)
+            tokens[name].append(n / worlds[name].chunk_frames)
             if progress is not None:
                 progress(1)
-    first = np.array(next(iter(ms.values())))
+    return cost_summary(ms, tokens)
+
+
+def cost_summary(ms: dict[str, list], tokens_per_frame: dict[str, list]) -> dict[str, dict]:
+    """Streaming costs from each world's per-chunk times `ms` (worlds streamed side by side,
+    the first the baseline) and memory tokens read per frame:
+    - `ms_per_chunk`: the median after 2 warm-up chunks;
+    - `cost_ratio_chunk100_chunk2`: chunk 100 over chunk 2, as medians of the last 10 and of
+      chunks 2-11;
+    - `ms_vs_first`: the median ratio of each chunk's time to the first world's same chunk
+      (streamed just before it);
+    - `growth_vs_first`: that ratio's growth, its median over the last 10 chunks over its
+      median over chunks 2-11. This is the growth a memory adds over the first world's, with
+      the machine's speed at each moment cancelled chunk by chunk; a shared host's speed
+      swings by a quarter within seconds, which the raw ratio keeps;
+    - `memory_tokens_per_frame` (mean of the last 10), `chunks`, and `chunk_ms`, every time.
+    """
+    ms = {name: np.asarray(times, float) for name, times in ms.items()}
+    first = next(iter(ms.values()))
+    for name, m in ms.items():
+        if m.shape != first.shape or len(m) < 12 or name not in tokens_per_frame:
+            raise ValueError(f"ms[{name!r}] must hold one time per chunk for the same 12 or "
+                             f"more chunks as the first world ({len(first)}), got {len(m)}, "
+                             f"and tokens_per_frame one entry per chunk too")
 
     def growth(m):
         return float(np.median(m[-10:]) / np.median(m[1:11]))
     out = {}
-    for name, world in worlds.items():
-        m = np.array(ms[name])
+    for name, m in ms.items():
+        vs_first = m / first
         out[name] = {"ms_per_chunk": float(np.median(m[2:])),
                      "cost_ratio_chunk100_chunk2": growth(m),
-                     "growth_vs_first": growth(m) / growth(first),
-                     "ms_vs_first": float(np.median(m[2:] / first[2:])),
-                     "memory_tokens_per_frame":
-                         float(np.mean(tokens[name][-10:])) / world.chunk_frames,
-                     "chunks": chunks}
+                     "growth_vs_first": growth(vs_first),
+                     "ms_vs_first": float(np.median(vs_first[2:])),
+                     "memory_tokens_per_frame": float(np.mean(tokens_per_frame[name][-10:])),
+                     "chunks": len(m), "chunk_ms": [round(float(t), 2) for t in m]}
     return out

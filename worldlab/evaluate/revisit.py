@@ -343,7 +343,8 @@ def _costs(worlds: dict[str, World], episode, chunks: int, steps: int | None,
                        "memory_tokens_per_frame": None,
                        "cost_chunks": 0} for name in worlds}
     costs = stream_costs(worlds, episode, chunks=chunks, steps=steps, progress=progress)
-    return {name: {k: v for k, v in c.items() if k != "chunks"} | {"cost_chunks": c["chunks"]}
+    return {name: {k: v for k, v in c.items() if k not in ("chunks", "chunk_ms")}
+            | {"cost_chunks": c["chunks"]}
             for name, c in costs.items()}
 
 
