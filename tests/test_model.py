@@ -13,6 +13,7 @@ import torch
 import worldlab as wl
 from worldlab.model import WorldModel, block_causal_mask, relative_pose_features
 from worldlab.model.memory_tokens import MemoryChunks
+from worldlab.model.sampler import sample_chunk
 
 B, F, C, S = 2, 2, 4, 4  # batch, frames per chunk, latent channels, latent size
 TINY = dict(latent_channels=C, latent_size=S, width=32, depth=2, heads=2, chunk_frames=F,
@@ -130,6 +131,43 @@ def test_memory_is_read_and_matches_when_deferred(compress):
                                        actions=actions[:, chunk(j)], c2w=c2w[:, chunk(j)],
                                        text=text[:, j], memory=mem)
     torch.testing.assert_close(v_stream, v[:, chunk(j)], atol=1e-5, rtol=0)
+
+
+@pytest.mark.parametrize("compress", [1, 4])
+def test_memory_read_once_samples_the_same_numbers(compress):
+    """Memory read once per chunk (`read_memory`, as `sample_chunk` does) gives exactly the
+    numbers of memory encoded at every step, the first step's pending chunk included; a
+    read kept for another chunk is refused."""
+    model = make_model(memory_tokens=2 * F * S * S, memory_compress=compress)
+    x, actions, c2w, text = make_inputs(3)
+    mem = make_memory()
+    noise = torch.randn(B, F, C, S, S, generator=torch.Generator().manual_seed(9))
+    kw = dict(actions=actions[:, chunk(2)], c2w=c2w[:, chunk(2)], text=text[:, 2])
+
+    def context():
+        cache = model.new_cache(B)
+        for j in range(2):
+            model.append_chunk(x[:, chunk(j)], cache, defer=True, actions=actions[:, chunk(j)],
+                               c2w=c2w[:, chunk(j)], text=text[:, j])
+        return cache
+
+    def euler(cache, memory):  # sample_chunk's 3 Euler steps, spelt out
+        z, times = noise, torch.linspace(1.0, 0.0, 4)
+        with torch.no_grad():
+            for t, t_next in zip(times[:-1], times[1:]):
+                z = z + (t_next - t) * model.forward_chunk(z, t.expand(B), cache,
+                                                           memory=memory, **kw)
+        return z
+    each_step = euler(context(), mem)
+    cache = context()
+    read = model.read_memory(mem, kw["c2w"], cache)
+    assert torch.equal(euler(cache, read), each_step)
+    cache = context()
+    assert torch.equal(sample_chunk(model, cache, noise, 3, memory=mem, **kw), each_step)
+    with torch.no_grad():
+        model.append_chunk(each_step, cache, **kw)
+        with pytest.raises(ValueError, match="read it again"):
+            model.forward_chunk(noise, torch.ones(B), cache, memory=read, **kw)
 
 
 def test_fresh_memory_changes_nothing():

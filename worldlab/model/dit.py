@@ -34,7 +34,7 @@ from diffusers.configuration_utils import register_to_config
 from einops import rearrange
 
 from . import conditioning as cond
-from .memory_tokens import MemoryChunks, MemoryEncoder
+from .memory_tokens import MemoryChunks, MemoryEncoder, MemoryRead
 from ..config import ModelConfig
 from ..loading import load_module, read_model_config
 
@@ -143,13 +143,18 @@ class MemoryAttention(nn.Module):
         nn.init.zeros_(self.out.weight)
         nn.init.zeros_(self.out.bias)
 
-    def forward(self, x, memory: dict) -> torch.Tensor:
-        """x (b, L, d); memory: tokens (b, m, d), mask (b, m) bool, rope_q / rope_k."""
-        q = rearrange(self.q(x), "b L (h hd) -> b h L hd", h=self.heads)
+    def keys_values(self, memory: dict) -> tuple[torch.Tensor, torch.Tensor]:
+        """The memory tokens' K (normed, rotated) and V, each (b, heads, m, hd)."""
         k, v = rearrange(self.kv(memory["tokens"]), "b m (two h hd) -> two b h m hd", two=2,
                          h=self.heads)
+        return apply_rope(self.k_norm(k), *memory["rope_k"]), v
+
+    def forward(self, x, memory: dict) -> torch.Tensor:
+        """x (b, L, d); memory: tokens (b, m, d), mask (b, m) bool, rope_q / rope_k, and
+        optionally this block's "kv" already computed (`keys_values`)."""
+        q = rearrange(self.q(x), "b L (h hd) -> b h L hd", h=self.heads)
         q = apply_rope(self.q_norm(q), *memory["rope_q"])
-        k = apply_rope(self.k_norm(k), *memory["rope_k"])
+        k, v = memory["kv"] if "kv" in memory else self.keys_values(memory)
         mask = memory["mask"]
         any_valid = mask.any(dim=1)  # (b,)
         safe = mask | ~any_valid[:, None]  # attend somewhere; zeroed below
@@ -382,6 +387,22 @@ class WorldModel(ModelMixin, ConfigMixin):
         return {"tokens": tokens, "mask": mask, "rope_k": rope_angles(pos, hd),
                 "rope_q": tuple(r[-own:] for r in rope)}
 
+    @torch.no_grad()
+    def read_memory(self, memory: MemoryChunks, c2w: torch.Tensor, cache: KVCache
+                    ) -> MemoryRead:
+        """`memory` encoded for the next chunk on `cache`, whose cameras are c2w (b, f, 4, 4):
+        its tokens and every block's memory K/V. Pass it as `memory` to each sampling step's
+        `forward_chunk` of that chunk: the same numbers as `memory` itself, encoded once."""
+        cfg = self.config
+        self._check_memory(memory, cache.batch_size, c2w)
+        cond.check_pose_tensor(c2w, cache.batch_size, cfg.chunk_frames)
+        origin = cache.chunks * cfg.chunk_frames  # the next chunk's first frame
+        rope = rope_angles(_positions(origin, cfg.chunk_frames, self.grid, c2w.device),
+                           cfg.width // cfg.heads)
+        encoded = self._memory(memory, c2w[:, 0], rope, origin)
+        return MemoryRead(origin, c2w[:, 0], encoded,
+                          [block.memory_attn.keys_values(encoded) for block in self.blocks])
+
     def _trunk(self, tokens, c_frames, text, memory, first_frame, mask, past=None,
                kv_only=False, reference=None):
         """Run the blocks. tokens (b, t l, d), c_frames (b, t, d), text (b, n, k, d),
@@ -393,14 +414,18 @@ class WorldModel(ModelMixin, ConfigMixin):
         pos = _positions(first_frame, frames, self.grid, tokens.device)
         rope = rope_angles(pos, self.config.width // self.config.heads)
         # memory sits just before the last chunk's first frame, however long ago it was seen
-        mem = self._memory(memory, reference, rope,
-                           first_frame + frames - self.config.chunk_frames)
+        origin = first_frame + frames - self.config.chunk_frames
+        if isinstance(memory, MemoryRead):  # read once for this chunk (`read_memory`)
+            memory.check(origin, reference)
+            mems = [{**memory.encoded, "kv": kv} for kv in memory.kv]
+        else:
+            mems = [self._memory(memory, reference, rope, origin)] * len(self.blocks)
         x, kvs = tokens, []
         checkpointed = self.gradient_checkpointing and torch.is_grad_enabled()
         for i, block in enumerate(self.blocks):
             args = (x, c_frames, l, text, rope, mask,
                     None if past is None else past.past(i),
-                    kv_only and i == len(self.blocks) - 1, mem)
+                    kv_only and i == len(self.blocks) - 1, mems[i])
             x, kv = (self._gradient_checkpointing_func(block, *args) if checkpointed
                      else block(*args))
             kvs.append(kv)
@@ -504,9 +529,10 @@ class WorldModel(ModelMixin, ConfigMixin):
     def forward_chunk(self, x, t, cache: KVCache, actions=None, c2w=None, text=None,
                       text_drop=None, memory=None, cache_latent=None) -> torch.Tensor:
         """Velocity (b, f, c, h, w) of the next chunk x at time t (b,), attending to the
-        cached context; text (b, k, e), text_drop (b,), memory (MemoryChunks) or None. What
-        the cache holds does not change; a pending chunk's K/V are computed in this same
-        pass (apart while gradients are on: a pending chunk's K/V never carry gradient)."""
+        cached context; text (b, k, e), text_drop (b,), memory (MemoryChunks, or its
+        `read_memory` for this chunk) or None. What the cache holds does not change; a
+        pending chunk's K/V are computed in this same pass (apart while gradients are on: a
+        pending chunk's K/V never carry gradient)."""
         if cache.pending is not None:
             if not torch.is_grad_enabled():
                 return self._with_pending(x, t, cache, actions, c2w, text, text_drop, memory,
@@ -568,6 +594,17 @@ class WorldModel(ModelMixin, ConfigMixin):
 
     # ---- validation -----------------------------------------------------------------------
 
+    def _check_memory(self, memory: MemoryChunks, b: int, c2w) -> None:
+        cfg = self.config
+        if self.memory_encoder is None:
+            raise ValueError("memory was given but the model has memory_tokens=0 (no "
+                             "memory attention)")
+        if c2w is None:
+            raise ValueError("memory needs the chunk's cameras c2w: memory tokens carry "
+                             "their pose relative to it")
+        memory.check(b, cfg.chunk_frames, cfg.latent_channels, cfg.latent_size,
+                     cfg.memory_tokens // self.memory_encoder.per_chunk)
+
     def _check_inputs(self, x, actions, c2w, memory, cache_latent) -> tuple[int, int]:
         """Check latents and the conditioning `control` needs; return (b, frames)."""
         cfg = self.config
@@ -581,15 +618,8 @@ class WorldModel(ModelMixin, ConfigMixin):
             if c2w is None:
                 raise ValueError(f"c2w (b, t, 4, 4) is required with control={cfg.control!r}")
             cond.check_pose_tensor(c2w, b, frames)
-        if memory is not None:
-            if self.memory_encoder is None:
-                raise ValueError("memory was given but the model has memory_tokens=0 (no "
-                                 "memory attention)")
-            if c2w is None:
-                raise ValueError("memory needs the chunk's cameras c2w: memory tokens carry "
-                                 "their pose relative to it")
-            memory.check(b, cfg.chunk_frames, cfg.latent_channels, cfg.latent_size,
-                         cfg.memory_tokens // self.memory_encoder.per_chunk)
+        if memory is not None and not isinstance(memory, MemoryRead):  # a read was checked
+            self._check_memory(memory, b, c2w)
         if cache_latent is not None and not cfg.cache_latent:
             raise ValueError("cache_latent was given but the model has cache_latent=False")
         if cache_latent is not None:

@@ -71,6 +71,25 @@ class MemoryChunks:
                             self.valid.to(device))
 
 
+@dataclass
+class MemoryRead:
+    """Memory encoded for one chunk (`WorldModel.read_memory`): what the generated chunk's
+    memory attention reads, the same at every sampling step of that chunk, so a sampler
+    encodes it once, not once a step. `origin` is the chunk's first frame, `reference`
+    (b, 4, 4) its first camera; `encoded` holds the tokens (b, m, d), key mask (b, m) and
+    RoPE of keys and queries; `kv` each block's (K, V), each (b, heads, m, hd)."""
+    origin: int
+    reference: torch.Tensor
+    encoded: dict
+    kv: list
+
+    def check(self, origin: int, reference: torch.Tensor) -> None:
+        if origin != self.origin or not torch.equal(reference, self.reference):
+            raise ValueError(f"this memory was read for the chunk at frame {self.origin} and "
+                             f"its cameras, not for the chunk at frame {origin}: read it again "
+                             f"(WorldModel.read_memory) for each chunk")
+
+
 def pool_side(compress: int, chunk_frames: int, grid: int) -> int:
     """The block side s of `compress` = f s^2 / 2 (0 for compress 1); a ValueError naming
     the field when no integer s dividing the token grid gives it."""

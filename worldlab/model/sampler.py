@@ -21,6 +21,8 @@ from typing import Callable
 
 import torch
 
+from .memory_tokens import MemoryChunks
+
 SOLVERS = ("euler", "heun")
 
 # ----------------------------------------------------------------------------------------
@@ -67,6 +69,9 @@ def sample_chunk(model, cache, noise: torch.Tensor, steps: int, solver: str = "e
     the state after every step (a teacher's trajectory for distillation).
     """
     _check_sampling(steps, solver, guidance)
+    if isinstance(extra.get("memory"), MemoryChunks) and hasattr(model, "read_memory"):
+        # every step reads the same memory: encode it once for the chunk
+        extra = {**extra, "memory": model.read_memory(extra["memory"], c2w, cache)}
     b = noise.shape[0]
     times = torch.linspace(1.0, 0.0, steps + 1, dtype=noise.dtype, device=noise.device)
     x = noise
