@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -126,7 +127,7 @@ def main(argv=None) -> int:
             "episodes": validation["episodes"],
             "variants": {k: {key: r[key] for key in keep}
                          for k, r in validation["variants"].items()}},
-        **provenance(COMMAND))
+        **provenance(COMMAND), arguments=list(argv if argv is not None else sys.argv[1:]))
     print_revisit(result)
     print(json.dumps(result["bars"], indent=1))
     print("wrote", atomic_write_json(args.out, result))
