@@ -87,10 +87,11 @@ def bars(result: dict, best: str) -> dict:
            "best_minus_none_return_db": _score(result, best, "return_psnr")
            - _score(result, "none", "return_psnr"),
            "best_minus_none_all_frames_db": _score(result, best, "all_frames_psnr")
-           - _score(result, "none", "all_frames_psnr"),
-           "cost_ratio_max": max(r["cost_ratio_chunk100_chunk2"] for r in timed.values()),
-           "ms_per_chunk_over_none_max": max(over_none)}
-    if side_by_side:  # the growth a memory adds over none's, whatever the load did meanwhile
+           - _score(result, "none", "all_frames_psnr")}
+    if timed:  # runs scored with --cost-chunks 0 have no cost bars
+        out["cost_ratio_max"] = max(r["cost_ratio_chunk100_chunk2"] for r in timed.values())
+        out["ms_per_chunk_over_none_max"] = max(over_none)
+    if timed and side_by_side:  # the growth a memory adds over none's
         out["growth_vs_none_max"] = max(r["growth_vs_first"] for r in timed.values())
     if "tokens" in v and "retrieval" in v:
         out["tokens_fewer_than_retrieval_x"] = (v["retrieval"]["memory_tokens_per_frame"]
