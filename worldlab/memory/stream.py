@@ -118,10 +118,8 @@ class MemoryStream:
         (1, f, 4, 4), text), reading memory; nothing is appended (`append`, or
         `append_truth` for a teacher-forced stream, must follow)."""
         c2w = cond["c2w"][0].double().cpu().numpy()
-        extra = {}
-        if self.slots or self.points is not None:
-            size = noise.shape[-1] * self.ae.downsample
-            extra["memory"] = self._memory(c2w, (size, size))
+        size = noise.shape[-1] * self.ae.downsample
+        extra = {"memory": self._memory(c2w, (size, size))}  # None without memory slots
         if self.points is not None:
             extra["cache_latent"] = cache_latent(self.ae, self.points, c2w, self.K, size,
                                                  self.device)

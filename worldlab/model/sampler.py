@@ -69,7 +69,7 @@ def sample_chunk(model, cache, noise: torch.Tensor, steps: int, solver: str = "e
     the state after every step (a teacher's trajectory for distillation).
     """
     _check_sampling(steps, solver, guidance)
-    if isinstance(extra.get("memory"), MemoryChunks) and hasattr(model, "read_memory"):
+    if isinstance(extra.get("memory"), MemoryChunks):
         # every step reads the same memory: encode it once for the chunk
         extra = {**extra, "memory": model.read_memory(extra["memory"], c2w, cache)}
     b = noise.shape[0]
