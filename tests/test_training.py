@@ -194,6 +194,42 @@ def test_config_mismatch_names_the_field(tmp_path):
         C.load_checkpoint(tmp_path, model, opt)
 
 
+def test_load_transformer_takes_all_but_the_tokeniser(tmp_path):
+    """A world on other latents (8 channels of 8x8 at patch 2 for the tiny world's 4 of 4x4 at
+    patch 1: the same 4x4 token grid) takes every block of a saved world, keeps its own
+    tokeniser, and starts at velocity 0 whatever it is shown."""
+    tiny_world(seed=1).save_pretrained(tmp_path / "old")
+    old = tiny_world(seed=1).state_dict()
+    cfg = make_config("tiny", model={"patch_size": 2}).model
+    torch.manual_seed(2)
+    new = WorldModel.from_config_dataclass(cfg, 8, 8)
+    fresh = {k: v.clone() for k, v in new.state_dict().items()}
+    C.load_transformer(new, tmp_path / "old")
+    for name, value in new.state_dict().items():
+        want = fresh[name] if name in C.TOKENISER else old[name]
+        assert torch.equal(value, want), name
+    x, t = torch.randn(1, 2 * CF, 8, 8, 8), torch.tensor([[0.0, 0.5]])
+    with torch.no_grad():
+        v = new(x, t, actions=torch.zeros(1, 2 * CF, 7), c2w=torch.eye(4).repeat(1, 2 * CF, 1, 1))
+    assert v.shape == x.shape and not v.any()
+
+
+@pytest.mark.parametrize("model, match", [
+    (dict(patch_size=4), r"a 4x4 token grid .* this model's is 2x2 \(latent_size 8 / "
+                         r"patch_size 4\)"),
+    (dict(patch_size=2, width=64), "width=32 but the model has width=64"),
+])
+def test_load_transformer_refuses_another_body_and_changes_nothing(tmp_path, model, match):
+    tiny_world().save_pretrained(tmp_path / "old")
+    new = WorldModel.from_config_dataclass(make_config("tiny", model=model).model, 8, 8)
+    before = {k: v.clone() for k, v in new.state_dict().items()}
+    with pytest.raises(ValueError, match=match):
+        C.load_transformer(new, tmp_path / "old")
+    assert all(torch.equal(v, before[k]) for k, v in new.state_dict().items())
+    with pytest.raises(ValueError, match="not a save_pretrained directory"):
+        C.load_transformer(new, tmp_path)
+
+
 def test_bad_train_config_and_device():
     with pytest.raises(ValueError, match="steps must be >= 1"):
         run_fit(None, steps=0)
@@ -245,6 +281,11 @@ def test_cli_trains_autoencoder_then_world(tmp_path, capsys):
         main(["train", "world", *common, *init, "--set", "model__width=48"])
     with pytest.raises(ValueError, match="init starts a new run"):
         main(["train", "world", *common, *init, "--resume"])
+    with pytest.raises(ValueError, match="pass one"):
+        main(["train", "world", *common, *init, "--init-transformer", str(tmp_path / "wm")])
+    # the same world's transformer under a new tokeniser: a new stage on other latents
+    assert main(["train", "world", *common, "--out", str(tmp_path / "wm4"), "--no-text",
+                 "--init-transformer", str(tmp_path / "wm" / "ema")]) == 0
 
 
 def test_recipes_are_reproducible_and_report_their_plan(tmp_path):

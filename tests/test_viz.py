@@ -138,3 +138,25 @@ def test_show_image_scales_with_nearest_neighbour():
         viz.show_image(img / 255.0)
     with pytest.raises(ValueError, match="scale must be a positive integer, got 0"):
         viz.show_image(img, scale=0)
+
+
+def test_tradeoff_figure_places_every_row_and_shades_the_bar():
+    rows = {"plain": {"psnr": 30.5, "sharp": 0.2, "ssim": 0.8},
+            "critic": {"psnr": 27.0, "sharp": 0.65}}
+    fig = viz.tradeoff_figure(rows, "psnr", "sharp", bar=(30.0, 0.7))
+    (points,) = fig.data
+    assert list(points.x) == [30.5, 27.0] and list(points.y) == [0.2, 0.65]
+    assert list(points.text) == ["plain", "critic"]
+    (box,) = fig.layout.shapes
+    assert (box.x0, box.y0) == (30.0, 0.7) and box.x1 >= 30.5 and box.y1 > 0.7
+    assert viz.tradeoff_figure(rows, "psnr", "sharp").layout.shapes == ()
+
+
+@pytest.mark.parametrize("rows, match", [
+    ({}, "no rows"),
+    ({"a": {"psnr": 30.0}}, r"missing in \{'a': \['sharp'\]\}"),
+    ({"a": {"psnr": 30.0, "sharp": "high"}}, "missing in"),
+])
+def test_tradeoff_figure_bad_rows(rows, match):
+    with pytest.raises(ValueError, match=match):
+        viz.tradeoff_figure(rows, "psnr", "sharp")

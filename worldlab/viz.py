@@ -234,3 +234,37 @@ def show_image(img, scale: int = 1):
     img = _check_image(img)
     img = img.repeat(scale, axis=0).repeat(scale, axis=1)  # (h * scale, w * scale, ...)
     return Image(data=to_png_bytes(img), format="png")
+
+
+# ----------------------------------------------------------------------------------------
+# Trade-offs between two scores
+# ----------------------------------------------------------------------------------------
+
+
+def tradeoff_figure(rows: dict, x: str, y: str, bar: tuple[float, float] | None = None,
+                    x_title: str | None = None, y_title: str | None = None) -> go.Figure:
+    """One labelled point per row of a results table: rows {name: {x: value, y: value, ...}}.
+
+    `bar` (x at least, y at least) shades the region that meets both, so a reader sees how far
+    each row is from it and in which direction the rows trade one score for the other.
+    """
+    missing = {name: [k for k in (x, y) if not isinstance(row.get(k), (int, float))]
+               for name, row in rows.items()}
+    missing = {name: keys for name, keys in missing.items() if keys}
+    if not rows or missing:
+        raise ValueError(f"every row needs numbers {x!r} and {y!r}; "
+                         f"{'no rows' if not rows else f'missing in {missing}'}")
+    names = list(rows)
+    xs, ys = [float(rows[n][x]) for n in names], [float(rows[n][y]) for n in names]
+    fig = go.Figure(layout=dict(xaxis_title=x_title or x, yaxis_title=y_title or y,
+                                height=380, showlegend=False))
+    if bar is not None:
+        x0, y0 = bar
+        top, right = max(ys + [y0]) * 1.1, max(xs + [x0]) * 1.02
+        fig.add_shape(type="rect", x0=x0, x1=right, y0=y0, y1=top, line_width=0,
+                      fillcolor="rgba(44, 160, 44, 0.15)")
+        fig.add_annotation(x=right, y=top, text="meets both bars", showarrow=False,
+                           xanchor="right", yanchor="top")
+    fig.add_scatter(x=xs, y=ys, mode="markers+text", text=names, textposition="top center",
+                    marker=dict(size=10, color=COLORS[0]))
+    return fig

@@ -215,6 +215,46 @@ def load_weights(model, model_dir: Path, ignore: tuple[str, ...] = ()) -> None:
     model.load_state_dict(read_model_dir(model, model_dir, ignore), strict=True)
 
 
+# what turns latents into tokens and tokens back into latents: the only world-model weights
+# that depend on the autoencoder's latent shape (channels, size) and the patch size
+TOKENISER = ("patch_in.weight", "patch_in.bias", "patch_out.weight", "patch_out.bias")
+LATENT_GEOMETRY = ("latent_channels", "latent_size", "patch_size")
+
+
+def load_transformer(model, model_dir: Path) -> None:
+    """Start a world model from the transformer of a world trained on another autoencoder's
+    latents: every tensor but `TOKENISER`, which keeps its initialisation (the output's is
+    zero, so the model starts at velocity 0 and learns to read the new latents).
+
+    The two must agree on every config field but `LATENT_GEOMETRY` (and the context window,
+    which no weight uses) and on the token grid (latent_size / patch_size), so every block
+    sees the same positions it was trained on; otherwise nothing is loaded and the error
+    names the field. The same latents are not an error: load_weights would take all."""
+    model_dir = Path(model_dir)
+    if not (model_dir / "config.json").is_file():
+        raise ValueError(f"{model_dir} is not a save_pretrained directory (no config.json)")
+    saved = read_model_config(model_dir)
+    where = str(model_dir / "config.json")
+    check_config(saved, model, where, ignore=LATENT_GEOMETRY + ("window_chunks",))
+    mine = model.config
+    try:
+        theirs = saved["latent_size"] // saved["patch_size"]
+    except (KeyError, TypeError, ZeroDivisionError):
+        raise ValueError(f"{where} has no valid latent_size and patch_size") from None
+    grid = mine.latent_size // mine.patch_size
+    if theirs != grid:
+        raise ValueError(
+            f"{where} has a {theirs}x{theirs} token grid (latent_size {saved['latent_size']} "
+            f"/ patch_size {saved['patch_size']}); this model's is {grid}x{grid} "
+            f"(latent_size {mine.latent_size} / patch_size {mine.patch_size}): choose the "
+            f"patch size that gives the same grid")
+    tensors, weights = read_weights(model_dir)
+    own = model.state_dict()
+    body = {k: v for k, v in tensors.items() if k not in TOKENISER}
+    check_tensors({k: v for k, v in own.items() if k not in TOKENISER}, body, weights)
+    model.load_state_dict({**own, **body}, strict=True)
+
+
 def read_trainer_state(path: Path) -> dict[str, Any]:
     meta = read_json(path, "trainer state")
     if not (isinstance(meta, dict) and type(meta.get("step")) is int and meta["step"] >= 0

@@ -24,6 +24,7 @@ from typing import Any
 
 from ..config import PRESETS, make_config
 from . import hardware, recipes
+from .checkpoints import load_transformer
 from ..episodes import EpisodeStore
 from .depth_head import MAX_TRAIN_FRAMES, load_depth_head
 from .long_horizon import METHODS
@@ -109,11 +110,19 @@ def _cli_autoencoder(args) -> int:
 
 
 def _cli_world(args) -> int:
+    if args.init and args.init_transformer:
+        raise ValueError(f"--init {args.init} starts from all of a world's weights and "
+                         f"--init-transformer {args.init_transformer} from all but its "
+                         f"tokeniser; pass one")
+    init, load_init = args.init, None
+    if args.init_transformer:
+        init, load_init = args.init_transformer, load_transformer
     with Progress("world model") as progress:
         run = recipes.world(args.data, _config(args), args.out, autoencoder=args.autoencoder,
                             latents=args.latents, text=not args.no_text,
-                            captions=args.captions, init=args.init, minutes=args.minutes,
-                            device=args.device, resume=args.resume, **progress.hooks)
+                            captions=args.captions, init=init, load_init=load_init,
+                            minutes=args.minutes, device=args.device, resume=args.resume,
+                            **progress.hooks)
     print(f"step {run.state['step']}: loss {run.state.get('loss', float('nan')):.4f}; "
           f"saved {args.out}")
     return 0
@@ -321,6 +330,11 @@ def configure_cli(parser) -> None:
     w.add_argument("--captions", default=None,
                    help="caption table (safetensors) to start from; the table used is saved "
                         "as <out>/captions.safetensors")
+    w.add_argument("--init-transformer", default=None, metavar="DIR",
+                   help="start from this world model's transformer but not its tokeniser "
+                        "(patch embedding, output): a world trained on another "
+                        "autoencoder's latents, with the same token grid (e.g. 8x latents "
+                        "at patch 2 for 4x latents at patch 4)")
     w.set_defaults(func=_cli_world)
     c = sub.add_parser("check", help="does a preset fit this machine (and an accelerate "
                                      "config)?", description=hardware.__doc__.split("\n\n")[0])
