@@ -50,5 +50,7 @@ world() {
       --world "$RUN/world" --out "$RUN/pkg"
 }
 critics > "$RUN/critics.log" 2>&1 &
+a=$!
 world > "$RUN/world.log" 2>&1 &
-wait %1 && wait %2
+b=$!
+wait $a; wait $b  # either failing fails the script (set -e)
