@@ -311,6 +311,32 @@ def test_a_4x_autoencoder_starts_from_an_8x_one_minus_its_lowest_level(tmp_path)
     assert enc.down_blocks[2].downsamplers is None  # the kept last level no longer halves
 
 
+def test_more_latent_channels_start_by_decoding_as_the_fewer_did(tmp_path):
+    store = synthetic_store(tmp_path / "store", episodes=3, t=8, size=32)
+    narrow = recipes.autoencoder(store, tiny_cfg(steps=2), tmp_path / "a", device="cpu").model
+    wide = recipes.autoencoder(store, tiny_cfg(latent_channels=7, steps=1, lr=1e-9),
+                               device="cpu", init=tmp_path / "a" / "model").model
+    x = A.frames_to_tensor(store.read(store.ids()[0]).rgb)  # (8, 3, 32, 32)
+    with torch.no_grad():
+        mine, theirs = wide.vae.encode(x).latent_dist, narrow.vae.encode(x).latent_dist
+        assert mine.mean.shape[1] == 7 and torch.allclose(mine.mean[:, :4], theirs.mean,
+                                                          atol=1e-5)
+        # the new channels are as nearly deterministic as the trained ones (cycled)
+        assert torch.allclose(mine.logvar[:, 4:], theirs.logvar[:, :3], atol=1e-5)
+        assert not torch.allclose(mine.mean[:, 4:], theirs.mean[:, :3], atol=1e-2)
+        assert torch.allclose(wide.vae.decode(mine.mode()).sample,
+                              narrow.vae.decode(theirs.mode()).sample, atol=1e-5)
+    # training reaches the new channels through the decoder's zero columns
+    tuned = recipes.autoencoder(store, tiny_cfg(latent_channels=7, steps=2, lr=1e-2),
+                                device="cpu", init=tmp_path / "a" / "model").model
+    assert tuned.vae.decoder.conv_in.weight[:, 4:].abs().max() > 0
+    with pytest.raises(ValueError, match="widens 7 latent channels, got 4"):
+        A.with_more_latent_channels(narrow.state_dict(), wide.state_dict())
+    with pytest.raises(ValueError, match="layers_per_block"):  # only the channels may differ
+        recipes.autoencoder(store, tiny_cfg(latent_channels=7, layers_per_block=2, steps=1),
+                            device="cpu", init=tmp_path / "a" / "model")
+
+
 def test_decoder_only_fine_tuning_keeps_the_latents(tmp_path):
     store = synthetic_store(tmp_path / "store", episodes=3, t=8, size=32)
     first = recipes.autoencoder(store, tiny_cfg(steps=2), tmp_path / "a", device="cpu")

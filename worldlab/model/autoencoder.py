@@ -250,6 +250,49 @@ def without_lowest_level(tensors: dict[str, torch.Tensor], blocks: int
     return out
 
 
+
+def with_more_latent_channels(fresh: dict[str, torch.Tensor],
+                              trained: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    """The weights of a trained autoencoder for one of the same levels with more latent
+    channels, whose initial weights are `fresh`: it decodes exactly what the trained one
+    does, and the new channels learn what the trained ones missed.
+
+    Every tensor away from the latent is the trained one. The encoder's output (conv_out:
+    means, then log-variances) keeps the trained rows and the fresh ones for the new
+    channels; quant_conv and post_quant_conv keep the trained block and pass the new means
+    through (identity). The new log-variances copy the trained ones (cycled), so the new
+    channels are as nearly deterministic as the trained channels chose to be. The decoder
+    reads the new channels with weight 0, as LoRA's zero half: its gradient there is not 0,
+    since their encoding is not.
+    """
+    c, n = (t["vae.post_quant_conv.weight"].shape[0] for t in (trained, fresh))
+    if n <= c:
+        raise ValueError(f"with_more_latent_channels widens {c} latent channels, got {n}")
+    old = torch.cat([torch.arange(c), n + torch.arange(c)])  # trained moments' new rows
+    out = dict(trained)
+    for part in ("weight", "bias"):
+        key = f"vae.encoder.conv_out.{part}"
+        out[key] = fresh[key].clone()
+        out[key][old] = trained[key]
+    for key, size, rows in (("vae.quant_conv", 2 * n, old), ("vae.post_quant_conv", n,
+                                                               torch.arange(c))):
+        w = torch.eye(size).reshape(size, size, 1, 1)
+        w[rows] = 0.0
+        w[rows.unsqueeze(1), rows] = trained[f"{key}.weight"]
+        bias = torch.zeros(size)
+        bias[rows] = trained[f"{key}.bias"]
+        out[f"{key}.weight"], out[f"{key}.bias"] = w, bias
+    new_var, copied = n + torch.arange(c, n), c + torch.arange(n - c) % c
+    out["vae.quant_conv.weight"][new_var] = 0.0
+    out["vae.quant_conv.weight"][new_var.unsqueeze(1), old] = (
+        trained["vae.quant_conv.weight"][copied])
+    out["vae.quant_conv.bias"][new_var] = trained["vae.quant_conv.bias"][copied]
+    w = torch.zeros_like(fresh["vae.decoder.conv_in.weight"])
+    w[:, :c] = trained["vae.decoder.conv_in.weight"]
+    out["vae.decoder.conv_in.weight"] = w
+    return out
+
+
 # ----------------------------------------------------------------------------------------
 # Filling the latent cache
 # ----------------------------------------------------------------------------------------

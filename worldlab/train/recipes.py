@@ -25,7 +25,8 @@ from ..config import AutoencoderConfig, TrainConfig, WorldConfig
 from ..episodes import ClipTensors, EpisodeStore, LatentCache, load_frames
 from ..loading import load_module, read_model_config
 from ..model.autoencoder import (VideoAutoencoder, encode_store, evaluate_autoencoder,
-                                 fit_latent_scale, frames_to_tensor, without_lowest_level)
+                                 fit_latent_scale, frames_to_tensor, with_more_latent_channels,
+                                 without_lowest_level)
 from ..model.discriminator import AutoencoderWithCritic, PatchDiscriminator
 from ..model.dit import WorldModel
 from ..model.textenc import CaptionTable
@@ -121,8 +122,9 @@ def autoencoder_trainee(cfg: AutoencoderConfig, seed: int
 
 def load_init(ae: VideoAutoencoder, init: Path) -> None:
     """Start `ae` from the autoencoder at `init`: the same architecture (the latent scale may
-    differ, it is measured again), or one with one more level (an 8x `init` for a 4x `ae`:
-    every weight but its lowest-resolution level's, `without_lowest_level`)."""
+    differ, it is measured again); one with one more level (an 8x `init` for a 4x `ae`:
+    every weight but its lowest-resolution level's, `without_lowest_level`); or one with
+    fewer latent channels (`with_more_latent_channels`: it decodes as `init` does)."""
     saved = read_model_config(init)
     mine = list(ae.config.block_out_channels)
     theirs = saved.get("block_out_channels")
@@ -130,6 +132,12 @@ def load_init(ae: VideoAutoencoder, init: Path) -> None:
         bigger = VideoAutoencoder.from_config(saved)  # checks every tensor of the file
         load_weights(bigger, init, ignore=LATENT_SCALE_FIELDS)
         ae.load_state_dict(without_lowest_level(bigger.state_dict(), len(theirs)))
+        return
+    channels = saved.get("latent_channels")
+    if isinstance(channels, int) and 0 < channels < ae.config.latent_channels:
+        narrower = VideoAutoencoder.from_config({**ae.config, "latent_channels": channels})
+        load_weights(narrower, init, ignore=LATENT_SCALE_FIELDS)  # same but the channels
+        ae.load_state_dict(with_more_latent_channels(ae.state_dict(), narrower.state_dict()))
         return
     load_weights(ae, init, ignore=LATENT_SCALE_FIELDS)
 
