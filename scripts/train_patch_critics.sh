@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# Does the patch critic's patch size matter on 64x64 frames? At `disc_layers` 3 (the
+# default, as pix2pix and taming) each of its logits sees 70x70 pixels: more than the whole
+# frame, zero padding included. Decoder-only runs from one autoencoder (encoder frozen, so
+# its latents and the worlds trained on them stay valid), 500 steps of 16 frames at lr 2e-4
+# each, on this repository's 2-core CPU, two at a time, one thread each; each resumes:
+#   none   the same steps without a critic (the control)                 (~13 min)
+#   p34    critic weight 0.5 after 100 steps, disc_layers 2: 34x34-pixel patches (~20 min)
+#   p16    the same at disc_layers 1: 16x16-pixel patches                (~20 min)
+#   bash scripts/train_patch_critics.sh    (then scripts/compare_worlds.py --autoencoders)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+PY=${PY:-.venv/bin/python}
+AE=${AE:-runs/wide/ch16/model}  # scripts/train_wide_latents.sh's 16-channel autoencoder
+RUN=${RUN:-runs/critics}
+mkdir -p "$RUN"
+
+decoder() {  # name, then --set overrides
+  local name=$1
+  shift
+  [ -d "$RUN/$name/model" ] || OMP_NUM_THREADS=1 $PY -m worldlab train autoencoder \
+      --preset small --batch-size 16 --device cpu --resume --data runs/w2/data \
+      --set "autoencoder__block_out_channels=(32,64,128)" \
+      --set autoencoder__latent_channels="$($PY -c "import json, sys
+print(json.load(open(sys.argv[1]))['latent_channels'])" "$AE/config.json")" \
+      --out "$RUN/$name" --init "$AE" --steps 500 --set autoencoder__lr=2e-4 \
+      --set autoencoder__train_encoder=False "$@" > "$RUN/$name.log" 2>&1
+}
+CRITIC=(--set autoencoder__disc_weight=0.5 --set autoencoder__disc_start=100)
+decoder p34 "${CRITIC[@]}" --set autoencoder__disc_layers=2 &
+a=$!
+decoder p16 "${CRITIC[@]}" --set autoencoder__disc_layers=1 &
+b=$!
+wait $a; wait $b  # either failing fails the script (set -e)
+decoder none
