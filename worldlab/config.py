@@ -70,7 +70,7 @@ class AutoencoderConfig:
     disc_weight: float = 0.0  # times the adaptive weight; latent-diffusion uses 0.5
     disc_start: int = 5000  # reconstruction-only steps before the adversarial term
     disc_channels: int = 32  # critic width: 0.69 M parameters at 3 layers
-    disc_layers: int = 3  # stride-2 convolutions: 70x70-pixel patches at 3
+    disc_layers: int = 3  # stride-2 convolutions: 70x70-pixel patches at 3, 34 at 2, 16 at 1
     # False: only the decoder learns, from saved weights (`train autoencoder --init`): the
     # latents, and the world models that read them, stay valid while the frames get sharper
     train_encoder: bool = True
