@@ -49,8 +49,8 @@ world() {
   [ -d "$RUN/pkg" ] || $PY -m worldlab train package --autoencoder "$RUN/plain/model" \
       --world "$RUN/world" --out "$RUN/pkg"
 }
-critics > "$RUN/critics.log" 2>&1 &
+critics >> "$RUN/critics.log" 2>&1 &
 a=$!
-world > "$RUN/world.log" 2>&1 &
+world >> "$RUN/world.log" 2>&1 &
 b=$!
 wait $a; wait $b  # either failing fails the script (set -e)

@@ -3,16 +3,19 @@
 # default, as pix2pix and taming) each of its logits sees 70x70 pixels: more than the whole
 # frame, zero padding included. Decoder-only runs from one autoencoder (encoder frozen, so
 # its latents and the worlds trained on them stay valid), 500 steps of 16 frames at lr 2e-4
-# each, on this repository's 2-core CPU, two at a time, one thread each; each resumes:
-#   none   the same steps without a critic (the control)                 (~13 min)
-#   p34    critic weight 0.5 after 100 steps, disc_layers 2: 34x34-pixel patches (~20 min)
-#   p16    the same at disc_layers 1: 16x16-pixel patches                (~20 min)
+# each, on this repository's 2-core CPU, one thread each; each resumes (times measured
+# beside the two world runs of scripts/train_wide_latents.sh, 4 jobs on 2 cores):
+#   p34    critic weight 0.5 after 100 steps, disc_layers 2: 34x34-pixel patches (28 min)
+#   p16    the same at disc_layers 1: 16x16-pixel patches, beside p34          (27 min)
+#   none   then the same steps without a critic (the control)                  (17 min)
 #   bash scripts/train_patch_critics.sh    (then scripts/compare_worlds.py --autoencoders)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${PY:-.venv/bin/python}
 AE=${AE:-runs/wide/ch16/model}  # scripts/train_wide_latents.sh's 16-channel autoencoder
 RUN=${RUN:-runs/critics}
+CHANNELS=$($PY -c "import json, sys; print(json.load(open(sys.argv[1]))['latent_channels'])" \
+    "$AE/config.json")
 mkdir -p "$RUN"
 
 decoder() {  # name, then --set overrides
@@ -21,8 +24,7 @@ decoder() {  # name, then --set overrides
   [ -d "$RUN/$name/model" ] || OMP_NUM_THREADS=1 $PY -m worldlab train autoencoder \
       --preset small --batch-size 16 --device cpu --resume --data runs/w2/data \
       --set "autoencoder__block_out_channels=(32,64,128)" \
-      --set autoencoder__latent_channels="$($PY -c "import json, sys
-print(json.load(open(sys.argv[1]))['latent_channels'])" "$AE/config.json")" \
+      --set autoencoder__latent_channels="$CHANNELS" \
       --out "$RUN/$name" --init "$AE" --steps 500 --set autoencoder__lr=2e-4 \
       --set autoencoder__train_encoder=False "$@" > "$RUN/$name.log" 2>&1
 }

@@ -6,10 +6,11 @@
 #      (runs/ae4x/plain), 1,500 more steps of 16 frames at lr 2e-4:
 #      a. 8 channels (the control);
 #      b. 16 channels (`with_more_latent_channels`: step 0 decodes as the 8-channel one)
-#                                                                  (~40 min each)
+#                                                                  (43-45 min each)
 #   2. side by side, one thread each, for each: its latents of the 900 level-world episodes,
 #      and doom64_teacher's transformer under a new tokeniser (train world
-#      --init-transformer, patch 4), 800 steps of the level-world recipe  (~45 min each)
+#      --init-transformer, patch 4), 800 steps of the level-world recipe (about 45 min each
+#      alone; 73 min beside scripts/train_patch_critics.sh)
 #   3. package each world with its autoencoder
 #   bash scripts/train_wide_latents.sh      (then scripts/compare_worlds.py, see data/README.md)
 set -euo pipefail
@@ -42,10 +43,10 @@ world() {  # channels
   [ -d "$RUN/pkg$1" ] || $PY -m worldlab train package --autoencoder "$ae" --world "$out" \
       --out "$RUN/pkg$1"
 }
-both() {  # stage function: runs it for 8 and 16 channels side by side, fails if either does
-  "$1" 8 > "$RUN/$1_8.log" 2>&1 &
+both() {  # a stage for 8 and 16 channels side by side; fails if either does; logs append
+  "$1" 8 >> "$RUN/$1_8.log" 2>&1 &
   local a=$!
-  "$1" 16 > "$RUN/$1_16.log" 2>&1 &
+  "$1" 16 >> "$RUN/$1_16.log" 2>&1 &
   local b=$!
   wait $a; wait $b
 }

@@ -250,7 +250,6 @@ def without_lowest_level(tensors: dict[str, torch.Tensor], blocks: int
     return out
 
 
-
 def with_more_latent_channels(fresh: dict[str, torch.Tensor],
                               trained: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
     """The weights of a trained autoencoder for one of the same levels with more latent
