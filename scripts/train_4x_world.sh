@@ -21,7 +21,6 @@ PY=${PY:-.venv/bin/python}
 RUN=${RUN:-runs/ae4x}
 DATA=${DATA:-runs/w2}  # scripts/train_cpu_level_world.sh's stage 1
 OLD=data/checkpoints/doom64_v1
-TEACHER=data/checkpoints/doom64_teacher
 AE4X=(--preset small --batch-size 16 --device cpu --resume
       --set "autoencoder__block_out_channels=(32,64,128)")
 
@@ -37,18 +36,7 @@ critics() {
         --set autoencoder__disc_weight=$w --set autoencoder__disc_start=100
   done
 }
-world() {
-  if [ ! -d "$RUN/world/checkpoints/step_00000800" ]; then
-    START=(--init-transformer "$TEACHER/world")
-    [ -d "$RUN/world/checkpoints" ] && START=(--resume)
-    OMP_NUM_THREADS=1 $PY -m worldlab train world "${LEVEL_WORLD[@]}" --set model__patch_size=4 \
-        --data "$DATA/data900" --latents "$RUN/latents900" --autoencoder "$RUN/plain/model" \
-        --captions "$OLD/captions.safetensors" --set train__checkpoint_every=100 \
-        --out "$RUN/world" "${START[@]}" --steps 800
-  fi
-  [ -d "$RUN/pkg" ] || $PY -m worldlab train package --autoencoder "$RUN/plain/model" \
-      --world "$RUN/world" --out "$RUN/pkg"
-}
+world() { teacher_on_latents "$RUN/plain/model" "$RUN/latents900" "$RUN/world" "$RUN/pkg"; }
 critics >> "$RUN/critics.log" 2>&1 &
 a=$!
 world >> "$RUN/world.log" 2>&1 &

@@ -20,7 +20,6 @@ PY=${PY:-.venv/bin/python}
 RUN=${RUN:-runs/wide}
 DATA=${DATA:-runs/w2}  # scripts/train_cpu_level_world.sh's stage 1
 START=${START:-runs/ae4x/plain/model}  # scripts/train_4x_world.sh's stage 1
-TEACHER=data/checkpoints/doom64_teacher
 mkdir -p "$RUN"
 
 autoencoder() {  # channels
@@ -30,19 +29,7 @@ autoencoder() {  # channels
       --data "$DATA/data" --out "$RUN/ch$1" --init "$START" --steps 1500 \
       --set autoencoder__lr=2e-4
 }
-world() {  # channels
-  local ae=$RUN/ch$1/model out=$RUN/world$1
-  if [ ! -d "$out/checkpoints/step_00000800" ]; then
-    local from=(--init-transformer "$TEACHER/world")
-    [ -d "$out/checkpoints" ] && from=(--resume)
-    OMP_NUM_THREADS=1 $PY -m worldlab train world "${LEVEL_WORLD[@]}" --set model__patch_size=4 \
-        --data "$DATA/data900" --latents "$RUN/latents$1" --autoencoder "$ae" \
-        --captions data/checkpoints/doom64_v1/captions.safetensors \
-        --set train__checkpoint_every=100 --out "$out" "${from[@]}" --steps 800
-  fi
-  [ -d "$RUN/pkg$1" ] || $PY -m worldlab train package --autoencoder "$ae" --world "$out" \
-      --out "$RUN/pkg$1"
-}
+world() { teacher_on_latents "$RUN/ch$1/model" "$RUN/latents$1" "$RUN/world$1" "$RUN/pkg$1"; }
 both() {  # a stage for 8 and 16 channels side by side; fails if either does; logs append
   "$1" 8 >> "$RUN/$1_8.log" 2>&1 &
   local a=$!
