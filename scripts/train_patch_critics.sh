@@ -8,6 +8,10 @@
 #   p34    critic weight 0.5 after 100 steps, disc_layers 2: 34x34-pixel patches (28 min)
 #   p16    the same at disc_layers 1: 16x16-pixel patches, beside p34          (27 min)
 #   none   then the same steps without a critic (the control)                  (17 min)
+# and, without a critic, the amplitude-spectrum term (losses.spectral_distance) at two
+# weights, one after the other beside scripts/train_2x_autoencoder.sh; the weight to report
+# is chosen on the runs' own held-out frames (metrics.json), not on the compared episodes:
+#   spectral1, spectral3   spectral_weight 1 and 3
 #   bash scripts/train_patch_critics.sh    (then scripts/compare_worlds.py --autoencoders)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -35,3 +39,4 @@ decoder p16 "${CRITIC[@]}" --set autoencoder__disc_layers=1 &
 b=$!
 wait $a; wait $b  # either failing fails the script (set -e)
 decoder none
+for w in 1 3; do decoder "spectral$w" --set autoencoder__spectral_weight=$w; done

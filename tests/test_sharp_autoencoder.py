@@ -16,7 +16,8 @@ from worldlab.model import autoencoder as A
 from worldlab.model.discriminator import AutoencoderWithCritic, PatchDiscriminator
 from worldlab.train import FrameDataset, autoencoder_train_config, fit, recipes
 from worldlab.train.losses import (adaptive_weight, autoencoder_gan_loss, autoencoder_loss,
-                                   hinge_d_loss, hinge_g_loss)
+                                   hinge_d_loss, hinge_g_loss, reconstruction_loss,
+                                   spectral_distance)
 from worldlab.train.loop import step_generator
 
 from synthetic_episodes import synthetic_rgb, synthetic_store
@@ -218,6 +219,48 @@ def test_critic_learns_on_a_fixed_batch():
     assert logs[-1]["real_logit"] > logs[-1]["fake_logit"]  # it tells them apart
     assert logs[-1]["l1"] < logs[0]["l1"]  # and the autoencoder still learns to reconstruct
     assert [log["g_loss"] != 0 for log in logs] == [False] * 3 + [True] * 5
+
+
+# ----------------------------------------------------------------------------------------
+# The amplitude-spectrum term
+# ----------------------------------------------------------------------------------------
+
+
+def test_spectral_distance_known_answers():
+    ones, zeros = torch.ones(1, 1, 4, 4), torch.zeros(1, 1, 4, 4)
+    # orthonormal DC of a 4x4 image of ones: 16 / 4 = 4, over 4 x 3 rfft bins
+    assert spectral_distance(ones, zeros).item() == pytest.approx(4 / 12)
+    x = torch.rand(2, 3, 16, 16, generator=torch.Generator().manual_seed(0)) * 2 - 1
+    assert spectral_distance(x, x).item() == 0.0
+    shifted = torch.roll(x, shifts=(3, 5), dims=(-2, -1))  # the same amplitudes
+    assert spectral_distance(shifted, x).item() == pytest.approx(0.0, abs=1e-6)
+    assert (shifted - x).abs().mean() > 0.3  # which pixel L1 punishes
+    blurred = torch.nn.functional.avg_pool2d(x, 3, 1, 1, count_include_pad=False)
+    assert spectral_distance(blurred, x) > 0.2  # the missing high frequencies
+
+
+def test_spectral_weight_adds_its_term_and_only_when_on():
+    x = A.frames_to_tensor(synthetic_rgb(4, 32, seed=1))
+    recon = torch.nn.functional.avg_pool2d(x, 3, 1, 1, count_include_pad=False)
+    kl = torch.ones(4)
+    plain, _, plain_logs = reconstruction_loss(recon, kl, x, tiny_cfg())
+    assert "spectral" not in plain_logs  # off: the plain loss, bit for bit
+    on, kl_term, logs = reconstruction_loss(recon, kl, x, tiny_cfg(spectral_weight=2.0))
+    assert on.item() == pytest.approx(plain.item() + 2.0 * logs["spectral"])
+    assert logs["spectral"] == pytest.approx(spectral_distance(recon, x).item())
+    with pytest.raises(ValueError, match="autoencoder.spectral_weight must be >= 0"):
+        make_config("tiny", autoencoder__spectral_weight=-1.0)
+
+
+def test_spectral_term_trains_through_the_recipe():
+    rgb, runs = synthetic_rgb(8, 32, seed=0), []
+    for weight in (0.0, 1.0):  # the same seed, data and steps: only the term differs
+        cfg = tiny_cfg(spectral_weight=weight)
+        ae = recipes.autoencoder_trainee(cfg, 0)[0]
+        fit(ae, FrameDataset(rgb), autoencoder_train_config(cfg, steps=2), autoencoder_loss(cfg))
+        runs.append(ae.state_dict())
+    changed = [k for k in runs[0] if not torch.equal(runs[0][k], runs[1][k])]
+    assert any(k.startswith("vae.decoder.") for k in changed)
 
 
 # ----------------------------------------------------------------------------------------

@@ -63,6 +63,9 @@ class AutoencoderConfig:
     depth_channel: bool = False  # encode depth as a fourth input channel
     kl_weight: float = 1e-6
     mse_weight: float = 0.1  # small MSE next to L1: L1 alone leaves PSNR on the table
+    # L1 between the frames' and the reconstructions' amplitude spectra (losses.py), against
+    # blur without a critic; 0 = off
+    spectral_weight: float = 0.0
     lr: float = 5e-4
     steps: int = 20_000
     batch_size: int = 32  # frames per step
@@ -294,7 +297,8 @@ RULES: dict[str, dict[str, tuple]] = {
     "autoencoder": {"block_out_channels": _CHANNELS, "layers_per_block": _COUNT,
                     "latent_channels": _COUNT, "norm_num_groups": _COUNT,
                     "depth_channel": _FLAG, "kl_weight": _NONNEGATIVE,
-                    "mse_weight": _NONNEGATIVE, "lr": _POSITIVE, "steps": _COUNT,
+                    "mse_weight": _NONNEGATIVE, "spectral_weight": _NONNEGATIVE,
+                    "lr": _POSITIVE, "steps": _COUNT,
                     "batch_size": _COUNT, "disc_weight": _NONNEGATIVE,
                     "disc_start": _INDEX, "disc_channels": _COUNT, "disc_layers": _COUNT,
                     "train_encoder": _FLAG},
