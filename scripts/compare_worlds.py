@@ -4,6 +4,7 @@
     .venv/bin/python scripts/compare_worlds.py --new runs/w2/package --parts world
     .venv/bin/python scripts/compare_worlds.py --autoencoders a=runs/a/model,b=runs/b/model \
         --out data/results/autoencoders.json           # the autoencoder protocol alone
+    (an autoencoder `resample:F` is `Resampling(F)`: averaging F x F pixels, then bicubic)
 
 For each world (`--old`, `--new`) it measures, on held-out seeds (HELDOUT_SEED and up):
 - coverage: the share of MAP01's reachable floor its training store visited (`--old-data`,
@@ -35,7 +36,7 @@ import worldlab as wl
 from worldlab.atomic import atomic_write, atomic_write_json
 from worldlab.evaluate import autoencoder_scores, heldout_episodes, quick_suite, rollout_strip
 from worldlab.loading import load_module, read_model_config
-from worldlab.model.autoencoder import VideoAutoencoder
+from worldlab.model.autoencoder import Resampling, VideoAutoencoder
 from worldlab.viz import to_png_bytes
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -61,9 +62,14 @@ def slot(cache: Path, part: str, source) -> Path:
     return cache / part / (str(Path(source)).strip("/").replace("/", "__") + ".json")
 
 
+RESAMPLE = "resample:"  # --autoencoders name=resample:F, the unlearned reference at Fx
+
+
 def autoencoder_row(cache: Path, path) -> dict:
-    """The autoencoder protocol on the autoencoder directory `path`, cached."""
+    """The autoencoder protocol on the autoencoder directory `path` (or `resample:F`), cached."""
     def measure():
+        if str(path).startswith(RESAMPLE):
+            return autoencoder_part(Resampling(int(str(path)[len(RESAMPLE):])))
         return autoencoder_part(load_module(VideoAutoencoder, ROOT / path).float().eval())
     return cached(slot(cache, "autoencoder", path), measure)
 
@@ -111,7 +117,8 @@ def compare_autoencoders(spec: str, cache: Path, out: Path, argv) -> int:
     rows = {}
     for part in spec.split(","):
         name, _, path = part.partition("=")
-        downsample = 2 ** (len(read_model_config(ROOT / path)["block_out_channels"]) - 1)
+        downsample = (int(path[len(RESAMPLE):]) if path.startswith(RESAMPLE) else
+                      2 ** (len(read_model_config(ROOT / path)["block_out_channels"]) - 1))
         rows[name] = {"autoencoder": path, "downsample": downsample,
                       **autoencoder_row(cache, path)}
         print(name, json.dumps(rows[name]))

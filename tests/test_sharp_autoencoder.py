@@ -221,6 +221,23 @@ def test_critic_learns_on_a_fixed_batch():
     assert [log["g_loss"] != 0 for log in logs] == [False] * 3 + [True] * 5
 
 
+def test_resampling_is_the_unlearned_reference():
+    ref = A.Resampling(4)
+    board = A.frames_to_tensor(checkerboard(32))[None]  # (1, 1, 3, 32, 32)
+    z = ref.encode(board)
+    assert z.shape == (1, 1, 3, 8, 8) and torch.allclose(z, torch.zeros_like(z))  # grey
+    assert sharpness(A.tensor_to_frames(ref.decode(z)[0])).tolist() == [0.0]  # all detail lost
+    flat = torch.full((2, 3, 3, 16, 16), 0.25)
+    assert torch.allclose(ref.decode(ref.encode(flat)), flat)  # and nothing else
+    scores = A.evaluate_autoencoder(ref, A.frames_to_tensor(synthetic_rgb(4, 32, seed=0)))
+    assert scores["psnr"] > 20 and 0 < scores["sharpness_ratio"] < 1
+    for bad in (1, 2.0, True):
+        with pytest.raises(ValueError, match=f"int downsample >= 2, got {bad!r}"):
+            A.Resampling(bad)
+    with pytest.raises(ValueError, match="30x30 pixels do not split into 4x4 blocks"):
+        ref.encode(torch.zeros(1, 1, 3, 30, 30))
+
+
 # ----------------------------------------------------------------------------------------
 # The amplitude-spectrum term
 # ----------------------------------------------------------------------------------------

@@ -180,10 +180,38 @@ def fit_latent_scale(ae: VideoAutoencoder, frames: torch.Tensor, batch: int = 64
     return shift, scale
 
 
+class Resampling:
+    """The reference a learned autoencoder at `downsample`x compression is measured against:
+    each frame averaged over downsample x downsample pixels and upsampled again (bicubic),
+    nothing learned. It has `VideoAutoencoder`'s encode and decode on (b, t, c, h, w), so
+    `evaluate_autoencoder` scores it the same way; its latent keeps every channel (3 numbers
+    per latent pixel, against the learned ones' `latent_channels`).
+    """
+
+    def __init__(self, downsample: int):
+        if isinstance(downsample, bool) or not isinstance(downsample, int) or downsample < 2:
+            raise ValueError(f"Resampling needs an int downsample >= 2, got {downsample!r}")
+        self.downsample = downsample
+
+    def encode(self, x: torch.Tensor) -> torch.Tensor:
+        b, t, c, h, w = x.shape
+        if h % self.downsample or w % self.downsample:
+            raise ValueError(f"frames of {h}x{w} pixels do not split into "
+                             f"{self.downsample}x{self.downsample} blocks")
+        z = torch.nn.functional.avg_pool2d(x.flatten(0, 1).float(), self.downsample)
+        return z.unflatten(0, (b, t))
+
+    def decode(self, z: torch.Tensor) -> torch.Tensor:
+        up = torch.nn.functional.interpolate(z.flatten(0, 1), scale_factor=self.downsample,
+                                             mode="bicubic", align_corners=False)
+        return up.clamp(-1.0, 1.0).unflatten(0, z.shape[:2])
+
+
 @torch.no_grad()
 def evaluate_autoencoder(ae: VideoAutoencoder, frames: torch.Tensor,
                          batch: int = 64) -> dict[str, float]:
-    """Held-out scores of reconstructing frames (n, c, h, w), on their RGB channels.
+    """Held-out scores of reconstructing frames (n, c, h, w), on their RGB channels (any `ae`
+    with `VideoAutoencoder`'s encode and decode: also `Resampling`).
 
     psnr (dB) and ssim: the mean per frame. sharpness_ratio: how much fine detail survives,
     the reconstructions' mean Laplacian variance over the frames' (1 = as sharp; a blurry
