@@ -1,19 +1,42 @@
 #!/usr/bin/env bash
-# Less spatial compression for #10's sharpness bar: an autoencoder at 2x (2 blocks, 32x32
-# latents of a 64x64 frame) with 4 latent channels, i.e. exactly as many numbers a frame
-# (4,096) as the 16-channel 4x one of scripts/train_wide_latents.sh, so the pair compares
-# spatial against channel compression at one latent size. From scratch (no wider
-# autoencoder has its mid block at 64 channels), 1,500 steps of 16 frames at lr 5e-4 on the
-# 1,800 random-start episodes of scripts/train_cpu_level_world.sh, one thread, on this
-# repository's 2-core CPU (~1.8 s a step alone, ~50 min); resumes where it stopped.
-#   bash scripts/train_2x_autoencoder.sh   (then scripts/compare_worlds.py --autoencoders)
+# Less spatial compression for #10's sharpness bar, in stages that each resume:
+#   1. an autoencoder at 2x (2 blocks, 32x32 latents of a 64x64 frame) with 4 latent
+#      channels: exactly as many numbers a frame (4,096) as the 16-channel 4x one of
+#      scripts/train_wide_latents.sh, so the pair compares spatial against channel
+#      compression at one latent size. From scratch (no wider autoencoder has its mid block
+#      at 64 channels), 1,500 steps of 16 frames at lr 5e-4 on the 1,800 random-start
+#      episodes of scripts/train_cpu_level_world.sh, one thread (~1.9 s a step beside
+#      another one-thread job on this repository's 2-core CPU, 48 min)
+#   2. what it costs the world model: doom64_teacher's transformer moved onto its latents
+#      (teacher_on_latents: patch 8, the same 4x4 tokens a frame as every world here), 800
+#      steps of the level-world recipe on the same 900 episodes as the 4x worlds, packaged
+#      (encoding 15 min, training 35 min, beside stage 3)
+#   3. the amplitude-spectrum term (autoencoder.spectral_weight) as on the 4x decoder of
+#      scripts/train_patch_critics.sh: 500 steps at lr 2e-4 from stage 1, its decoder alone
+#      at weights 1 and 3 (the weight is chosen on the runs' own held-out frames), and the
+#      whole autoencoder at weight 1 (new latents)                       (13-17 min each)
+#   bash scripts/train_2x_autoencoder.sh   (then scripts/compare_worlds.py, data/README.md)
 set -euo pipefail
 cd "$(dirname "$0")/.."
+source scripts/level_world_recipe.sh
 PY=${PY:-.venv/bin/python}
 RUN=${RUN:-runs/ae2x}
-DATA=${DATA:-runs/w2}  # scripts/train_cpu_level_world.sh's stage 1
+DATA=${DATA:-runs/w2}  # scripts/train_cpu_level_world.sh's stages 1 (data) and 2 (data900)
+AE2X=(--preset small --batch-size 16 --device cpu --resume --data "$DATA/data"
+      --set "autoencoder__block_out_channels=(32,64)" --set autoencoder__latent_channels=4)
 mkdir -p "$RUN"
-[ -d "$RUN/ch4/model" ] || OMP_NUM_THREADS=1 $PY -m worldlab train autoencoder \
-    --preset small --batch-size 16 --device cpu --resume --data "$DATA/data" \
-    --set "autoencoder__block_out_channels=(32,64)" --set autoencoder__latent_channels=4 \
+[ -d "$RUN/ch4/model" ] || OMP_NUM_THREADS=1 $PY -m worldlab train autoencoder "${AE2X[@]}" \
     --out "$RUN/ch4" --steps 1500 --set autoencoder__lr=5e-4 >> "$RUN/ch4.log" 2>&1
+
+spectral() {  # name, weight, whether the encoder learns
+  [ -d "$RUN/$1/model" ] || OMP_NUM_THREADS=1 $PY -m worldlab train autoencoder "${AE2X[@]}" \
+      --out "$RUN/$1" --init "$RUN/ch4/model" --steps 500 --set autoencoder__lr=2e-4 \
+      --set autoencoder__spectral_weight="$2" --set autoencoder__train_encoder="$3" \
+      >> "$RUN/$1.log" 2>&1
+}
+teacher_on_latents "$RUN/ch4/model" "$RUN/latents" "$RUN/world" "$RUN/pkg" >> "$RUN/world.log" 2>&1 &
+world=$!
+spectral spectral1 1 False
+spectral whole_spectral1 1 True
+spectral spectral3 3 False
+wait $world  # its failure fails the script (set -e)

@@ -11,7 +11,9 @@
 # and, without a critic, the amplitude-spectrum term (losses.spectral_distance) at two
 # weights, one after the other beside scripts/train_2x_autoencoder.sh; the weight to report
 # is chosen on the runs' own held-out frames (metrics.json), not on the compared episodes:
-#   spectral1, spectral3   spectral_weight 1 and 3
+#   spectral1, spectral3   spectral_weight 1 and 3                      (13 min each)
+# and the chosen weight with the encoder learning too (new latents, so a new world's):
+#   whole_spectral1
 #   bash scripts/train_patch_critics.sh    (then scripts/compare_worlds.py --autoencoders)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -30,7 +32,7 @@ decoder() {  # name, then --set overrides
       --set "autoencoder__block_out_channels=(32,64,128)" \
       --set autoencoder__latent_channels="$CHANNELS" \
       --out "$RUN/$name" --init "$AE" --steps 500 --set autoencoder__lr=2e-4 \
-      --set autoencoder__train_encoder=False "$@" > "$RUN/$name.log" 2>&1
+      --set autoencoder__train_encoder="${ENCODER:-False}" "$@" >> "$RUN/$name.log" 2>&1
 }
 CRITIC=(--set autoencoder__disc_weight=0.5 --set autoencoder__disc_start=100)
 decoder p34 "${CRITIC[@]}" --set autoencoder__disc_layers=2 &
@@ -40,3 +42,4 @@ b=$!
 wait $a; wait $b  # either failing fails the script (set -e)
 decoder none
 for w in 1 3; do decoder "spectral$w" --set autoencoder__spectral_weight=$w; done
+ENCODER=True decoder whole_spectral1 --set autoencoder__spectral_weight=1
