@@ -65,11 +65,17 @@ def slot(cache: Path, part: str, source) -> Path:
 RESAMPLE = "resample:"  # --autoencoders name=resample:F, the unlearned reference at Fx
 
 
+def resample_factor(path) -> int | None:
+    """F of the autoencoder `resample:F` (`Resampling(F)`); None for a directory."""
+    path = str(path)
+    return int(path[len(RESAMPLE):]) if path.startswith(RESAMPLE) else None
+
+
 def autoencoder_row(cache: Path, path) -> dict:
     """The autoencoder protocol on the autoencoder directory `path` (or `resample:F`), cached."""
     def measure():
-        if str(path).startswith(RESAMPLE):
-            return autoencoder_part(Resampling(int(str(path)[len(RESAMPLE):])))
+        if (factor := resample_factor(path)) is not None:
+            return autoencoder_part(Resampling(factor))
         return autoencoder_part(load_module(VideoAutoencoder, ROOT / path).float().eval())
     return cached(slot(cache, "autoencoder", path), measure)
 
@@ -117,8 +123,8 @@ def compare_autoencoders(spec: str, cache: Path, out: Path, argv) -> int:
     rows = {}
     for part in spec.split(","):
         name, _, path = part.partition("=")
-        downsample = (int(path[len(RESAMPLE):]) if path.startswith(RESAMPLE) else
-                      2 ** (len(read_model_config(ROOT / path)["block_out_channels"]) - 1))
+        downsample = resample_factor(path) or 2 ** (
+            len(read_model_config(ROOT / path)["block_out_channels"]) - 1)
         rows[name] = {"autoencoder": path, "downsample": downsample,
                       **autoencoder_row(cache, path)}
         print(name, json.dumps(rows[name]))
