@@ -14,7 +14,7 @@
 #   3. the amplitude-spectrum term (autoencoder.spectral_weight) as on the 4x decoder of
 #      scripts/train_patch_critics.sh: 500 steps at lr 2e-4 from stage 1, its decoder alone
 #      at weights 1 and 3 (the weight is chosen on the runs' own held-out frames), and the
-#      whole autoencoder at weight 1 (new latents)                       (13-17 min each)
+#      whole autoencoder at both (new latents)                           (13-17 min each)
 #   bash scripts/train_2x_autoencoder.sh   (then scripts/compare_worlds.py, data/README.md)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -39,4 +39,5 @@ world=$!
 spectral spectral1 1 False
 spectral whole_spectral1 1 True
 spectral spectral3 3 False
+spectral whole_spectral3 3 True
 wait $world  # its failure fails the script (set -e)
