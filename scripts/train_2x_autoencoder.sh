@@ -19,6 +19,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/level_world_recipe.sh
+source scripts/autoencoder_recipe.sh
 PY=${PY:-.venv/bin/python}
 RUN=${RUN:-runs/ae2x}
 DATA=${DATA:-runs/w2}  # scripts/train_cpu_level_world.sh's stages 1 (data) and 2 (data900)
@@ -29,10 +30,8 @@ mkdir -p "$RUN"
     --out "$RUN/ch4" --steps 1500 --set autoencoder__lr=5e-4 >> "$RUN/ch4.log" 2>&1
 
 spectral() {  # name, weight, whether the encoder learns
-  [ -d "$RUN/$1/model" ] || OMP_NUM_THREADS=1 $PY -m worldlab train autoencoder "${AE2X[@]}" \
-      --out "$RUN/$1" --init "$RUN/ch4/model" --steps 500 --set autoencoder__lr=2e-4 \
-      --set autoencoder__spectral_weight="$2" --set autoencoder__train_encoder="$3" \
-      >> "$RUN/$1.log" 2>&1
+  fine_tune_autoencoder "$RUN/ch4/model" "$RUN/$1" "$3" \
+      --set autoencoder__spectral_weight="$2" >> "$RUN/$1.log" 2>&1
 }
 teacher_on_latents "$RUN/ch4/model" "$RUN/latents" "$RUN/world" "$RUN/pkg" >> "$RUN/world.log" 2>&1 &
 world=$!

@@ -17,6 +17,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/level_world_recipe.sh
+source scripts/autoencoder_recipe.sh
 PY=${PY:-.venv/bin/python}
 RUN=${RUN:-runs/ae4x}
 DATA=${DATA:-runs/w2}  # scripts/train_cpu_level_world.sh's stage 1
@@ -30,9 +31,7 @@ AE4X=(--preset small --batch-size 16 --device cpu --resume
 
 critics() {
   for w in 0.5 0.1; do
-    [ -d "$RUN/critic$w/model" ] || OMP_NUM_THREADS=1 $PY -m worldlab train autoencoder \
-        "${AE4X[@]}" --data "$DATA/data" --out "$RUN/critic$w" --init "$RUN/plain/model" \
-        --steps 500 --set autoencoder__lr=2e-4 --set autoencoder__train_encoder=False \
+    fine_tune_autoencoder "$RUN/plain/model" "$RUN/critic$w" False \
         --set autoencoder__disc_weight=$w --set autoencoder__disc_start=100
   done
 }

@@ -17,22 +17,15 @@
 #   bash scripts/train_patch_critics.sh    (then scripts/compare_worlds.py --autoencoders)
 set -euo pipefail
 cd "$(dirname "$0")/.."
+source scripts/autoencoder_recipe.sh
 PY=${PY:-.venv/bin/python}
 AE=${AE:-runs/wide/ch16/model}  # scripts/train_wide_latents.sh's 16-channel autoencoder
 RUN=${RUN:-runs/critics}
-CHANNELS=$($PY -c "import json, sys; print(json.load(open(sys.argv[1]))['latent_channels'])" \
-    "$AE/config.json")
+DATA=${DATA:-runs/w2}  # scripts/train_cpu_level_world.sh's stage 1
 mkdir -p "$RUN"
 
-decoder() {  # name, then --set overrides
-  local name=$1
-  shift
-  [ -d "$RUN/$name/model" ] || OMP_NUM_THREADS=1 $PY -m worldlab train autoencoder \
-      --preset small --batch-size 16 --device cpu --resume --data runs/w2/data \
-      --set "autoencoder__block_out_channels=(32,64,128)" \
-      --set autoencoder__latent_channels="$CHANNELS" \
-      --out "$RUN/$name" --init "$AE" --steps 500 --set autoencoder__lr=2e-4 \
-      --set autoencoder__train_encoder="${ENCODER:-False}" "$@" >> "$RUN/$name.log" 2>&1
+decoder() {  # name, then --set overrides; ENCODER=True lets the encoder learn too
+  fine_tune_autoencoder "$AE" "$RUN/$1" "${ENCODER:-False}" "${@:2}" >> "$RUN/$1.log" 2>&1
 }
 CRITIC=(--set autoencoder__disc_weight=0.5 --set autoencoder__disc_start=100)
 decoder p34 "${CRITIC[@]}" --set autoencoder__disc_layers=2 &
