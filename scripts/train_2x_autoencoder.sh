@@ -15,6 +15,10 @@
 #      scripts/train_patch_critics.sh: 500 steps at lr 2e-4 from stage 1, its decoder alone
 #      at weights 1 and 3 (the weight is chosen on the runs' own held-out frames), and the
 #      whole autoencoder at both (new latents)                           (13-17 min each)
+#   4. pushing the whole autoencoder further, each 500 steps from stage 1 as stage 3 (the
+#      16-pixel critic as scripts/train_patch_critics.sh's p16):
+#      whole_spectral10          spectral weight 10                          (16 min)
+#      whole_spectral3_p16       weight 3 and the 16-pixel critic, beside it (27 min)
 #   bash scripts/train_2x_autoencoder.sh   (then scripts/compare_worlds.py, data/README.md)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -29,9 +33,9 @@ mkdir -p "$RUN"
 [ -d "$RUN/ch4/model" ] || OMP_NUM_THREADS=1 $PY -m worldlab train autoencoder "${AE2X[@]}" \
     --out "$RUN/ch4" --steps 1500 --set autoencoder__lr=5e-4 >> "$RUN/ch4.log" 2>&1
 
-spectral() {  # name, weight, whether the encoder learns
+spectral() {  # name, weight, whether the encoder learns, then --set overrides
   fine_tune_autoencoder "$RUN/ch4/model" "$RUN/$1" "$3" \
-      --set autoencoder__spectral_weight="$2" >> "$RUN/$1.log" 2>&1
+      --set autoencoder__spectral_weight="$2" "${@:4}" >> "$RUN/$1.log" 2>&1
 }
 teacher_on_latents "$RUN/ch4/model" "$RUN/latents" "$RUN/world" "$RUN/pkg" >> "$RUN/world.log" 2>&1 &
 world=$!
@@ -39,4 +43,9 @@ spectral spectral1 1 False
 spectral whole_spectral1 1 True
 spectral spectral3 3 False
 spectral whole_spectral3 3 True
+spectral whole_spectral10 10 True &
+tenth=$!
+spectral whole_spectral3_p16 3 True --set autoencoder__disc_weight=0.5 \
+    --set autoencoder__disc_start=100 --set autoencoder__disc_layers=1
+wait $tenth
 wait $world  # its failure fails the script (set -e)

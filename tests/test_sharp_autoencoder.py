@@ -256,6 +256,27 @@ def test_spectral_distance_known_answers():
     assert spectral_distance(blurred, x) > 0.2  # the missing high frequencies
 
 
+def test_spectral_exponent_moves_the_emphasis_to_high_frequencies():
+    ones, zeros = torch.ones(1, 1, 4, 4), torch.zeros(1, 1, 4, 4)
+    checker = (torch.arange(4)[:, None] + torch.arange(4)[None, :]) % 2 * 2.0 - 1
+    assert spectral_distance(ones, zeros, 2.0).item() == 0.0  # the DC weighs |0|^2
+    # the checkerboard is all at the corner (1/2, 1/2), amplitude 4: |k|^2 = 1/2 there,
+    # over a mean |k|^2 of 2.375 / 12 on the 4 x 3 bins
+    assert spectral_distance(checker[None, None], zeros, 2.0).item() == pytest.approx(
+        4 * 0.5 / 2.375)
+    assert spectral_distance(checker[None, None], zeros).item() == pytest.approx(4 / 12)
+    x = torch.rand(2, 3, 16, 16, generator=torch.Generator().manual_seed(0))
+    blurred = torch.nn.functional.avg_pool2d(x, 3, 1, 1, count_include_pad=False)
+    shifted = torch.roll(x, shifts=(3, 5), dims=(-2, -1))
+    assert spectral_distance(shifted, x, 2.0).item() == pytest.approx(0.0, abs=1e-6)
+    assert spectral_distance(blurred, x, 2.0) > spectral_distance(blurred, x)
+    cfg = tiny_cfg(spectral_weight=1.0, spectral_exponent=2.0)
+    logs = reconstruction_loss(blurred, torch.ones(2), x, cfg)[2]
+    assert logs["spectral"] == pytest.approx(spectral_distance(blurred, x, 2.0).item())
+    with pytest.raises(ValueError, match="autoencoder.spectral_exponent must be >= 0"):
+        make_config("tiny", autoencoder__spectral_exponent=-2.0)
+
+
 def test_spectral_weight_adds_its_term_and_only_when_on():
     x = A.frames_to_tensor(synthetic_rgb(4, 32, seed=1))
     recon = torch.nn.functional.avg_pool2d(x, 3, 1, 1, count_include_pad=False)

@@ -66,6 +66,8 @@ class AutoencoderConfig:
     # L1 between the frames' and the reconstructions' amplitude spectra (losses.py), against
     # blur without a critic; 0 = off
     spectral_weight: float = 0.0
+    # its frequencies weighted by |k|^exponent (mean 1): 0 = alike, 2 = as the Laplacian
+    spectral_exponent: float = 0.0
     lr: float = 5e-4
     steps: int = 20_000
     batch_size: int = 32  # frames per step
@@ -298,7 +300,7 @@ RULES: dict[str, dict[str, tuple]] = {
                     "latent_channels": _COUNT, "norm_num_groups": _COUNT,
                     "depth_channel": _FLAG, "kl_weight": _NONNEGATIVE,
                     "mse_weight": _NONNEGATIVE, "spectral_weight": _NONNEGATIVE,
-                    "lr": _POSITIVE, "steps": _COUNT,
+                    "spectral_exponent": _NONNEGATIVE, "lr": _POSITIVE, "steps": _COUNT,
                     "batch_size": _COUNT, "disc_weight": _NONNEGATIVE,
                     "disc_start": _INDEX, "disc_channels": _COUNT, "disc_layers": _COUNT,
                     "train_encoder": _FLAG},

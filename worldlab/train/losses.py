@@ -157,31 +157,42 @@ def memory_inputs(batch: dict) -> dict:
 # ----------------------------------------------------------------------------------------
 
 
-def spectral_distance(recon: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
+def spectral_distance(recon: torch.Tensor, x: torch.Tensor,
+                      exponent: float = 0.0) -> torch.Tensor:
     """Mean |(|F recon| - |F x|)| over the 2-D Fourier amplitudes (orthonormal, per image and
-    channel) of two (..., h, w) batches.
+    channel) of two (..., h, w) batches, each frequency weighted by |k|^exponent (the
+    weights' mean is 1, so the exponent moves the term's emphasis, not its scale).
 
     Pixel L1 and MSE reward the mean of every texture the latent leaves uncertain, and the
     mean of textures at uncertain phases is flat: blur. Amplitudes forget the phase, so this
     term asks for the frame's energy at each frequency even where the decoder cannot know
     where each edge sits; with the pixel terms beside it the phases it can know stay right.
-    Invariant to circular shifts; 0 only for equal spectra.
+    Unweighted (exponent 0) every frequency counts alike, though the textures' energy is
+    small beside the low frequencies'; at exponent 2 the weights follow the Laplacian's
+    response, so the term asks for the energy that the sharpness score (the variance of
+    the Laplacian) measures. Invariant to circular shifts; 0 only for equal spectra.
     """
     ours, theirs = (torch.fft.rfft2(t.float(), norm="ortho").abs() for t in (recon, x))
-    return (ours - theirs).abs().mean()
+    gap = (ours - theirs).abs()
+    if exponent == 0:  # plain: every frequency alike, bit for bit the unweighted term
+        return gap.mean()
+    h, w = x.shape[-2:]
+    radius = torch.hypot(torch.fft.fftfreq(h)[:, None], torch.fft.rfftfreq(w)[None, :])
+    weight = radius.pow(exponent)
+    return (gap * (weight / weight.mean())).mean()
 
 
 def reconstruction_loss(recon: torch.Tensor, kl: torch.Tensor, x: torch.Tensor,
                         cfg: AutoencoderConfig) -> tuple[torch.Tensor, torch.Tensor, dict]:
-    """(L1 + mse_weight MSE [+ spectral_weight spectral distance], kl_weight KL per pixel,
-    logs) of recon vs x (b, c, h, w)."""
+    """(L1 + mse_weight MSE [+ spectral_weight spectral distance at spectral_exponent],
+    kl_weight KL per pixel, logs) of recon vs x (b, c, h, w)."""
     l1 = (recon - x).abs().mean()
     mse = (recon - x).pow(2).mean()
     kl = kl.mean() / x[0].numel()  # per pixel, so kl_weight does not depend on size
     logs = {"l1": l1.item(), "mse": mse.item(), "kl": kl.item()}
     rec = l1 + cfg.mse_weight * mse
     if cfg.spectral_weight > 0:  # off: not computed, the loss is the plain one bit for bit
-        spectral = spectral_distance(recon, x)
+        spectral = spectral_distance(recon, x, cfg.spectral_exponent)
         logs["spectral"] = spectral.item()
         rec = rec + cfg.spectral_weight * spectral
     return rec, cfg.kl_weight * kl, logs
