@@ -4,6 +4,7 @@
     .venv/bin/python scripts/compare_worlds.py --new runs/w2/package --parts world
     .venv/bin/python scripts/compare_worlds.py --autoencoders a=runs/a/model,b=runs/b/model \
         --out data/results/autoencoders.json           # the autoencoder protocol alone
+        [--ae-strip data/results/a_b.png]               # and a PNG of their reconstructions
     (an autoencoder `resample:F` is `Resampling(F)`: averaging F x F pixels, then bicubic)
 
 For each world (`--old`, `--new`) it measures, on held-out seeds (HELDOUT_SEED and up):
@@ -34,7 +35,8 @@ import torch
 
 import worldlab as wl
 from worldlab.atomic import atomic_write, atomic_write_json
-from worldlab.evaluate import autoencoder_scores, heldout_episodes, quick_suite, rollout_strip
+from worldlab.evaluate import (autoencoder_scores, heldout_episodes, quick_suite,
+                               reconstruction_strip, rollout_strip)
 from worldlab.loading import load_module, read_model_config
 from worldlab.model.autoencoder import Resampling, VideoAutoencoder
 from worldlab.viz import to_png_bytes
@@ -71,13 +73,29 @@ def resample_factor(path) -> int | None:
     return int(path[len(RESAMPLE):]) if path.startswith(RESAMPLE) else None
 
 
+def load_autoencoder(path):
+    """The autoencoder directory `path`, or `Resampling(F)` for `resample:F`."""
+    if (factor := resample_factor(path)) is not None:
+        return Resampling(factor)
+    return load_module(VideoAutoencoder, ROOT / path).float().eval()
+
+
 def autoencoder_row(cache: Path, path) -> dict:
     """The autoencoder protocol on the autoencoder directory `path` (or `resample:F`), cached."""
-    def measure():
-        if (factor := resample_factor(path)) is not None:
-            return autoencoder_part(Resampling(factor))
-        return autoencoder_part(load_module(VideoAutoencoder, ROOT / path).float().eval())
-    return cached(slot(cache, "autoencoder", path), measure)
+    return cached(slot(cache, "autoencoder", path),
+                  lambda: autoencoder_part(load_autoencoder(path)))
+
+
+STRIP_FRAMES = (8, 40)  # of one held-out random-start walk on the training maps, then MAP04
+
+
+def strip_frames() -> np.ndarray:
+    """uint8 (4, 64, 64, 3): the autoencoder strip's columns (STRIP_FRAMES of one held-out
+    walk over the training maps, then of one on the held-out map)."""
+    walks = [heldout_episodes("doom", 1, 48, 64, start="random", maps=maps,
+                              seed=wl.evaluate.HELDOUT_SEED + 100, **OPTS)[0]
+             for maps in (TRAIN_MAPS, HELDOUT_MAP)]
+    return np.concatenate([ep.rgb[list(STRIP_FRAMES)] for ep in walks])
 
 
 def coverage_of(store_dir: str) -> dict:
@@ -118,19 +136,31 @@ def world_part(world) -> dict:
             "rollout128_repeat_psnr": long["baseline_repeat_rollout_psnr"]}
 
 
-def compare_autoencoders(spec: str, cache: Path, out: Path, argv) -> int:
-    """`--autoencoders name=DIR,...`: the autoencoder protocol above on each, one table."""
+def compare_autoencoders(spec: str, cache: Path, out: Path, argv, strip: str | None = None,
+                         strip_rows: str | None = None) -> int:
+    """`--autoencoders name=DIR,...`: the autoencoder protocol above on each, one table; with
+    `strip`, a PNG of what the `strip_rows` (names, default all) keep of the same frames."""
+    paths = dict(part.partition("=")[::2] for part in spec.split(","))
+    names = strip_rows.split(",") if strip_rows else list(paths)
+    if unknown := [n for n in names if n not in paths]:
+        raise SystemExit(f"--ae-strip-rows names {unknown}, not in --autoencoders {list(paths)}")
     rows = {}
-    for part in spec.split(","):
-        name, _, path = part.partition("=")
+    for name, path in paths.items():
         downsample = resample_factor(path) or 2 ** (
             len(read_model_config(ROOT / path)["block_out_channels"]) - 1)
         rows[name] = {"autoencoder": path, "downsample": downsample,
                       **autoencoder_row(cache, path)}
         print(name, json.dumps(rows[name]))
-    atomic_write_json(out, {"command": "python " + " ".join(["scripts/compare_worlds.py",
-                                                             *argv]),
-                            "commit": _commit(), "measured": str(date.today()), "rows": rows})
+    table = {"command": "python " + " ".join(["scripts/compare_worlds.py", *argv]),
+             "commit": _commit(), "measured": str(date.today()), "rows": rows}
+    if strip:
+        png = to_png_bytes(reconstruction_strip(
+            {n: load_autoencoder(paths[n]) for n in names}, strip_frames(), scale=3))
+        atomic_write(Path(strip), lambda fh: fh.write(png))
+        table["strip"] = {"file": strip, "rows": ["engine", *names], "columns": (
+            f"frames {STRIP_FRAMES} of held-out walks from random starts over "
+            f"{'-'.join(TRAIN_MAPS)}, then on {HELDOUT_MAP[0]}; 3x magnified")}
+    atomic_write_json(out, table)
     print(f"wrote {out}")
     return 0
 
@@ -160,11 +190,16 @@ def main(argv=None) -> int:
                     help="more worlds as rows of the strip (not scored)")
     ap.add_argument("--autoencoders", default=None, metavar="NAME=DIR,...",
                     help="instead: score these autoencoders alone, table to --out")
+    ap.add_argument("--ae-strip", default=None, metavar="PNG",
+                    help="with --autoencoders: their reconstructions of the same frames")
+    ap.add_argument("--ae-strip-rows", default=None, metavar="NAME,...",
+                    help="the --autoencoders rows of that strip (default: all)")
     args = ap.parse_args(argv)
     torch.set_num_threads(args.threads)
     argv = sys.argv[1:] if argv is None else argv
     if args.autoencoders:
-        return compare_autoencoders(args.autoencoders, Path(args.cache), Path(args.out), argv)
+        return compare_autoencoders(args.autoencoders, Path(args.cache), Path(args.out), argv,
+                                    args.ae_strip, args.ae_strip_rows)
     parts = set(args.parts.split(","))
     which = args.which.split(",")
     worlds = {name: wl.pretrained.load_world(ROOT / getattr(args, name), device="cpu")

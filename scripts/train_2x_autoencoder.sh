@@ -49,3 +49,12 @@ spectral whole_spectral3_p16 3 True --set autoencoder__disc_weight=0.5 \
     --set autoencoder__disc_start=100 --set autoencoder__disc_layers=1
 wait $tenth
 wait $world  # its failure fails the script (set -e)
+# 5. the term's emphasis on high frequencies (autoencoder.spectral_exponent), at weight 3
+spectral whole_spectral3_k2 3 True --set autoencoder__spectral_exponent=2 &
+k2=$!
+spectral whole_spectral3_k1 3 True --set autoencoder__spectral_exponent=1
+wait $k2
+# 6. the critic run of stage 4 for three times the steps (later flags override the recipe's)
+P16=(--set autoencoder__disc_weight=0.5 --set autoencoder__disc_start=100
+     --set autoencoder__disc_layers=1)
+spectral whole_spectral3_p16_1500 3 True "${P16[@]}" --steps 1500

@@ -20,7 +20,7 @@ from worldlab import camera
 from worldlab.episodes import Episode
 from worldlab.evaluate import drift, mirror_controls, next_chunk, quick_suite, runtime
 from worldlab.metrics import frame_psnr
-from worldlab.model.autoencoder import frames_to_tensor
+from worldlab.model.autoencoder import frames_to_tensor, tensor_to_frames
 from worldlab.model.dit import WorldModel
 from worldlab.pretrained import World
 
@@ -182,3 +182,28 @@ def test_rollout_strip_rows_are_the_engine_then_each_world(setup):
         rollout_frames(worlds, episodes[0], (21,))
     with pytest.raises(ValueError, match="steps >= 1"):
         rollout_frames(worlds, episodes[0], (0, 8))
+
+
+def test_reconstruction_strip_rows_are_the_frames_then_each_autoencoder(setup):
+    from worldlab.evaluate.strip import reconstruction_strip
+    from worldlab.model.autoencoder import Resampling, reconstruct
+
+    _, ae, episodes, _ = setup
+    rgb = episodes[0].rgb[[0, 5, 9]]
+    flat = np.full_like(rgb, 77)
+    strip = reconstruction_strip({"tiny": ae, "bicubic": Resampling(2)},
+                                 np.concatenate([rgb, flat]), scale=2, pad=1)
+    big = 2 * SIZE  # every pixel a 2x2 block
+    assert strip.shape == (3 * big + 2, 6 * big + 5, 3)
+
+    def cell(row, col):  # one frame of the strip, at its own resolution again
+        return strip[row * (big + 1): row * (big + 1) + big:2,
+                     col * (big + 1): col * (big + 1) + big:2]
+    assert np.array_equal(cell(0, 1), rgb[1])  # row 0: the frames themselves
+    alone = tensor_to_frames(reconstruct(ae, frames_to_tensor(rgb[2:3])))[0]
+    assert np.abs(cell(1, 2).astype(int) - alone).max() <= 1  # row 1: the first autoencoder
+    assert np.abs(cell(2, 4).astype(int) - 77).max() <= 1  # bicubic keeps a flat frame
+    with pytest.raises(ValueError, match="scale must be an int >= 1, got 0"):
+        reconstruction_strip({"tiny": ae}, rgb, scale=0)
+    with pytest.raises(ValueError, match="rgb must be non-empty uint8"):
+        reconstruction_strip({"tiny": ae}, rgb.astype(np.float32))

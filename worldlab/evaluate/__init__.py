@@ -18,11 +18,11 @@ from .protocols import (HELDOUT_SEED, autoencoder_scores, drift, heldout_episode
                         mirror_controls, next_chunk, quick_suite, runtime)
 from .report import print_long, print_quick, print_revisit, print_table
 from .revisit import return_pairs, revisit
-from .strip import rollout_frames, rollout_strip
+from .strip import reconstruction_strip, rollout_frames, rollout_strip
 
 __all__ = ["HELDOUT_SEED", "autoencoder_scores", "generate", "next_chunk", "drift",
            "runtime", "quick_suite", "heldout_episodes", "mirror_controls", "repeat_baseline",
            "warp_baseline", "warp_to_poses", "print_quick", "print_table", "rollout_frames",
-           "rollout_strip", "long_horizon", "generate_walk", "print_long", "revisit",
-           "return_pairs", "print_revisit", "camera_follow", "events", "full", "full_report",
-           "intervals", "predictors", "shipped"]
+           "rollout_strip", "reconstruction_strip", "long_horizon", "generate_walk",
+           "print_long", "revisit", "return_pairs", "print_revisit", "camera_follow", "events",
+           "full", "full_report", "intervals", "predictors", "shipped"]

@@ -208,6 +208,12 @@ class Resampling:
 
 
 @torch.no_grad()
+def reconstruct(ae: VideoAutoencoder, frames: torch.Tensor) -> torch.Tensor:
+    """`ae`'s float CPU reconstruction (n, c, h, w) of frames (n, c, h, w), each frame alone."""
+    return ae.decode(ae.encode(frames[:, None]))[:, 0].float().cpu()
+
+
+@torch.no_grad()
 def evaluate_autoencoder(ae: VideoAutoencoder, frames: torch.Tensor,
                          batch: int = 64) -> dict[str, float]:
     """Held-out scores of reconstructing frames (n, c, h, w), on their RGB channels (any `ae`
@@ -221,7 +227,7 @@ def evaluate_autoencoder(ae: VideoAutoencoder, frames: torch.Tensor,
     """
     ps, ss, seen = [], [], []
     for x in _batches(frames, batch):
-        y = ae.decode(ae.encode(x[:, None]))[:, 0].float().cpu()  # (b, c, h, w)
+        y = reconstruct(ae, x)
         ps.append(psnr(y[:, :3], x[:, :3]))
         ss.append(ssim(y[:, :3], x[:, :3]))
         seen.append(tensor_to_frames(y))  # (b, h, w, 3) uint8
