@@ -19,6 +19,12 @@
 #      16-pixel critic as scripts/train_patch_critics.sh's p16):
 #      whole_spectral10          spectral weight 10                          (16 min)
 #      whole_spectral3_p16       weight 3 and the 16-pixel critic, beside it (27 min)
+#   5. the term's emphasis on high frequencies (autoencoder.spectral_exponent) at weight 3:
+#      whole_spectral3_k1, whole_spectral3_k2   exponents 1 and 2, side by side (17 min)
+#   6. the two levers of stage 4 together, and longer:
+#      whole_spectral3_p16_1500  stage 4's critic run for 1,500 steps        (55 min)
+#      whole_spectral10_p16      weight 10 and the critic, beside it         (22 min)
+#      whole_spectral10_p16_w1   the same at critic weight 1, after it       (22 min)
 #   bash scripts/train_2x_autoencoder.sh   (then scripts/compare_worlds.py, data/README.md)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -43,10 +49,11 @@ spectral spectral1 1 False
 spectral whole_spectral1 1 True
 spectral spectral3 3 False
 spectral whole_spectral3 3 True
+P16=(--set autoencoder__disc_weight=0.5 --set autoencoder__disc_start=100
+     --set autoencoder__disc_layers=1)  # the 16-pixel critic of train_patch_critics.sh
 spectral whole_spectral10 10 True &
 tenth=$!
-spectral whole_spectral3_p16 3 True --set autoencoder__disc_weight=0.5 \
-    --set autoencoder__disc_start=100 --set autoencoder__disc_layers=1
+spectral whole_spectral3_p16 3 True "${P16[@]}"
 wait $tenth
 wait $world  # its failure fails the script (set -e)
 # 5. the term's emphasis on high frequencies (autoencoder.spectral_exponent), at weight 3
@@ -54,7 +61,9 @@ spectral whole_spectral3_k2 3 True --set autoencoder__spectral_exponent=2 &
 k2=$!
 spectral whole_spectral3_k1 3 True --set autoencoder__spectral_exponent=1
 wait $k2
-# 6. the critic run of stage 4 for three times the steps (later flags override the recipe's)
-P16=(--set autoencoder__disc_weight=0.5 --set autoencoder__disc_start=100
-     --set autoencoder__disc_layers=1)
-spectral whole_spectral3_p16_1500 3 True "${P16[@]}" --steps 1500
+# 6. (later flags override the recipe's: --steps 1500, disc_weight 1.0)
+spectral whole_spectral3_p16_1500 3 True "${P16[@]}" --steps 1500 &
+long=$!
+spectral whole_spectral10_p16 10 True "${P16[@]}"
+spectral whole_spectral10_p16_w1 10 True "${P16[@]}" --set autoencoder__disc_weight=1.0
+wait $long
