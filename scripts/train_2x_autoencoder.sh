@@ -49,6 +49,7 @@ spectral spectral1 1 False
 spectral whole_spectral1 1 True
 spectral spectral3 3 False
 spectral whole_spectral3 3 True
+# 4. weight 10, and weight 3 with the 16-pixel critic
 P16=(--set autoencoder__disc_weight=0.5 --set autoencoder__disc_start=100
      --set autoencoder__disc_layers=1)  # the 16-pixel critic of train_patch_critics.sh
 spectral whole_spectral10 10 True &

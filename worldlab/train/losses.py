@@ -177,7 +177,8 @@ def spectral_distance(recon: torch.Tensor, x: torch.Tensor,
     if exponent == 0:  # plain: every frequency alike, bit for bit the unweighted term
         return gap.mean()
     h, w = x.shape[-2:]
-    radius = torch.hypot(torch.fft.fftfreq(h)[:, None], torch.fft.rfftfreq(w)[None, :])
+    radius = torch.hypot(torch.fft.fftfreq(h, device=gap.device)[:, None],
+                         torch.fft.rfftfreq(w, device=gap.device)[None, :])
     weight = radius.pow(exponent)
     return (gap * (weight / weight.mean())).mean()
 
