@@ -121,9 +121,11 @@ def test_the_oracle_on_an_exact_return_scores_the_autoencoder(oracle):
     ep, f = episodes[0], world().chunk_frames
     pairs = return_pairs(ep, PERIOD, start=f)
     refs = reference_scores(world(), ep, pairs, f, FRAMES)
-    for key in ("return_psnr", "return_ssim"):  # the same frame i* = j, through the same AE
-        np.testing.assert_array_equal(refs["oracle"][key], refs["autoencoder"][key])
-        np.testing.assert_array_equal(refs["copy"][key], refs["autoencoder"][key])
+    # the same frame i* = j through the same AE, in batches of other frames (whose company
+    # can move a convolution's last bits on some CPUs): equal to far below a reported digit
+    for key, tol in (("return_psnr", 1e-3), ("return_ssim", 1e-5)):
+        np.testing.assert_allclose(refs["oracle"][key], refs["autoencoder"][key], atol=tol)
+        np.testing.assert_allclose(refs["copy"][key], refs["autoencoder"][key], atol=tol)
     # a return 15 degrees off: warping frame i* into pose j beats showing it unwarped
     near = return_pairs(ep, PERIOD + 1, start=PERIOD + 1, frames=2 * PERIOD)
     j, i = [p[0] for p in near], [p[1] for p in near]

@@ -106,7 +106,7 @@ def test_an_unmarked_save_of_an_earlier_worldlab_is_replaced_not_loaded(world, t
 CORRUPT_META = {
     "policy": "fast", "steps": 0, "step": -1, "queue": 99, "event": 5, "pending": "",
     "engine": "quake", "twin": "yes", "on_screen": "sideways", "size": 31, "seed": 1.5,
-    "log_prompts": {"999999": "summon a monster"}, "version": 2, "format": "other",
+    "log_prompts": {"999999": "summon a monster"}, "version": 3, "format": "other",
     "model": {"width": 999},
 }
 
@@ -126,6 +126,10 @@ def _tensor_corruptions(f: int) -> dict:
         "cache.k.99": torch.zeros(1, 2, 3, 4),
         "queue.0.frame": None,  # deleted
         "cache.v.1": None,
+        # the context chunk that waits for its K/V (a fresh session's first chunk)
+        "cache.pending.x": torch.zeros(1, f, 3),
+        "cache.pending.text": None,
+        "cache.pending.noise": torch.zeros(1),
     }
 
 
@@ -168,6 +172,27 @@ def test_load_refuses_a_bad_tensor(world, tmp_path, key):
     _write_raw(tmp_path / "bad", tensors, meta)
     _assert_load_refused(started(world, steps=2), tmp_path / "bad",
                          rf"{saved.STATE_FILE}.*{key}|{key}")
+
+
+def test_a_version_1_save_still_loads_and_plays(world, tmp_path):
+    s = started(world, steps=2, twin=False)
+    world.model.flush(s.state.cache)  # version 1 saved the K/V of a waiting chunk, not it
+    s.save(tmp_path / "v2")
+    tensors, meta = saved.read(tmp_path / "v2")
+    assert not any(k.startswith("cache.pending.") for k in tensors)
+    _write_raw(tmp_path / "v1", tensors, {**meta, "version": 1})
+    resumed = started(world, twin=False)
+    resumed.load(tmp_path / "v1")
+    assert_same_state(s.snapshot(), resumed.snapshot())
+    for _ in range(world.chunk_frames + 1):  # into the next chunk, alike
+        a, b = s.step(Action(forward=0.2)), resumed.step(Action(forward=0.2))
+        assert np.array_equal(a.frame, b.frame)
+    good = started(world, twin=False)  # a waiting chunk in a version-1 save: refused
+    good.save(tmp_path / "pending")
+    tensors, meta = saved.read(tmp_path / "pending")
+    _write_raw(tmp_path / "bad", tensors, {**meta, "version": 1})
+    with pytest.raises(saved.SaveError, match="version-1 save holds 'cache.pending"):
+        started(world, twin=False).load(tmp_path / "bad")
 
 
 @pytest.mark.parametrize("content", [b"", b"\x00\xff garbage", b"{\"format\": 1"])

@@ -8,7 +8,11 @@ written. Reading checks every field against the world it is loaded into before t
 changes (`check`), and every error names the file and the field.
 
 Shape legend: h w height/width, f frames per chunk, a action width, m buffered actions,
-L cached tokens, hd head width.
+L cached tokens, hd head width, c latent channels, s latent side, k text tokens, e text width.
+
+Version 2 saves a context chunk that waits for its K/V (`KVCache.pending`) as its inputs;
+version 1 computed its K/V before saving, in a pass of its own, whose last bits can differ
+from the live session's joint pass. Both versions are read.
 """
 
 from __future__ import annotations
@@ -24,9 +28,10 @@ from ..atomic import atomic_dir
 from ..camera import ACTION_WIDTH
 from ..engines import ENGINES
 from ..model.textenc import check_prompt
-from .state import LOG_BYTES
+from .state import LOG_BYTES, PENDING_INPUTS
 
-FORMAT, VERSION = "worldlab.session", 1
+FORMAT, VERSION = "worldlab.session", 2
+READABLE = (1, 2)  # the versions `read` accepts
 STATE_FILE, META_FILE = "state.safetensors", "session.json"
 LATENCY_POLICIES = ("hold", "buffer")
 RNG_BYTES = int(torch.Generator().get_state().numel())  # a CPU generator's state
@@ -107,9 +112,9 @@ def read(path) -> tuple[dict[str, torch.Tensor], dict]:
     if not isinstance(meta, dict) or meta.get("format") != FORMAT:
         raise SaveError(f"{path / META_FILE} is not a session save: expected an object with "
                         f"format {FORMAT!r}")
-    if meta.get("version") != VERSION:
+    if meta.get("version") not in READABLE:
         raise SaveError(f"{path / META_FILE} has version {meta.get('version')!r}; this "
-                        f"worldlab reads version {VERSION}")
+                        f"worldlab reads versions {list(READABLE)}")
     try:
         tensors = load_file(str(path / STATE_FILE))
     except Exception as e:  # safetensors raises its own error types on damage
@@ -225,14 +230,16 @@ def check_tensors(tensors: dict, meta: dict, model, size: int, where: Path) -> N
 
 
 def _check_cache(tensors: dict, meta: dict, model, where: Path) -> None:
-    """Per-layer keys and values (1, heads, L, hd), L = the chunks the window keeps."""
+    """Per-layer keys and values (1, heads, L, hd), L = the committed chunks the window
+    keeps, and the inputs of a chunk waiting for its K/V (`_check_pending`)."""
     cfg = model.config
-    kept = min(meta["chunks"], cfg.window_chunks) * cfg.chunk_frames * model.grid ** 2
+    committed = meta["chunks"] - _check_pending(tensors, meta, model, where)
+    kept = min(committed, cfg.window_chunks) * cfg.chunk_frames * model.grid ** 2
     shape = (1, cfg.heads, kept, cfg.width // cfg.heads)
     for i in range(cfg.depth):
         for kind in ("k", "v"):
             key = f"cache.{kind}.{i}"
-            if meta["chunks"] == 0:
+            if committed == 0:
                 if key in tensors:
                     raise SaveError(f"{where}: tensor {key!r} in a cache of 0 chunks")
                 continue
@@ -243,3 +250,28 @@ def _check_cache(tensors: dict, meta: dict, model, where: Path) -> None:
         raise SaveError(f"{where}: tensor {extra[0]!r} but the model has {cfg.depth} layers")
     if "cache.last_pose" in tensors:
         _tensor(tensors, "cache.last_pose", torch.float64, (1, 4, 4), where)
+
+
+def _check_pending(tensors: dict, meta: dict, model, where: Path) -> int:
+    """1 if the save holds a context chunk waiting for its K/V, each of its inputs
+    (`PENDING_INPUTS`) present with the model's shapes; else 0."""
+    names = {k.removeprefix("cache.pending.") for k in tensors if k.startswith("cache.pending.")}
+    if not names:
+        return 0
+    if meta["version"] < 2:
+        raise SaveError(f"{where}: a version-1 save holds 'cache.pending.*' tensors; version 1 "
+                        f"saved none")
+    unknown = sorted(names - set(PENDING_INPUTS))
+    if unknown:
+        raise SaveError(f"{where}: tensor 'cache.pending.{unknown[0]}' is not a chunk input; "
+                        f"expected {list(PENDING_INPUTS)}")
+    if meta["chunks"] == 0:
+        raise SaveError(f"{where}: a waiting chunk in a cache of 0 chunks")
+    cfg, f = model.config, model.config.chunk_frames
+    side = cfg.latent_size
+    shapes = {"x": (1, f, cfg.latent_channels, side, side), "t": (1,),
+              "actions": (1, f, cfg.action_width), "c2w": (1, f, 4, 4),
+              "text": (1, cfg.text_tokens, cfg.text_dim)}
+    for name in PENDING_INPUTS:
+        _tensor(tensors, f"cache.pending.{name}", torch.float32, shapes[name], where)
+    return 1

@@ -286,21 +286,28 @@ class WorldSession:
         return results
 
     @torch.no_grad()
+    @torch.no_grad()
     def warm_up(self) -> float:
         """Make one chunk and throw it away; returns its seconds. A process's first chunk
         pays for start-up (thread pools, kernel choice, allocations), so a shell calls this
-        before the first key press. Changes nothing: the chunk is sampled against the cache
-        (read only) with its own noise, never appended or shown; the twin is not stepped."""
+        before the first key press. Changes nothing: the chunk is sampled with its own
+        noise, never appended or shown, and the cache is put back as it was (a chunk waiting
+        for its K/V waits on, so the next chunk computes them as it would have); the twin is
+        not stepped."""
         s, world, t0 = self._require_started(), self.world, time.perf_counter()
+        before = s.cache.snapshot()
         still = np.broadcast_to(s.gen_pose, (self.f, 4, 4))  # (f, 4, 4) standing still
         cond = self._cond(np.zeros((self.f, ACTION_WIDTH), np.float32), still,
                           self._text(s.scene, s.event))
         noise = torch.randn((1, self.f, *self._latent_shape()),
                             generator=torch.Generator().manual_seed(0))
-        x0 = sample_chunk(world.model, s.cache, noise.to(world.device), self.steps,
-                          world.config.sample.solver, world.config.sample.guidance, **cond)
-        world.decode(x0)
-        _sync(world.device)
+        try:
+            x0 = sample_chunk(world.model, s.cache, noise.to(world.device), self.steps,
+                              world.config.sample.solver, world.config.sample.guidance, **cond)
+            world.decode(x0)
+            _sync(world.device)
+        finally:
+            s.cache.restore(before)
         rss_mb()  # its first call imports psutil
         return time.perf_counter() - t0
 
@@ -398,9 +405,12 @@ class WorldSession:
         return self.world.embed([(scene, CHARACTER, event)])[:, 0]
 
     def _cond(self, actions: np.ndarray, poses: np.ndarray, text: torch.Tensor) -> dict:
+        """The model's conditioning (batch 1), copied into torch's own aligned memory (not
+        numpy's): a kernel's last bits can depend on where its input sits, and a session
+        resumed from a save must make the same numbers as the live one."""
         dev = self.world.device
-        return {"actions": torch.from_numpy(np.asarray(actions, np.float32))[None].to(dev),
-                "c2w": torch.from_numpy(np.asarray(poses, np.float32))[None].to(dev),
+        return {"actions": torch.tensor(np.asarray(actions, np.float32), device=dev)[None],
+                "c2w": torch.tensor(np.asarray(poses, np.float32), device=dev)[None],
                 "text": text}
 
     # ---- stats --------------------------------------------------------------------------
@@ -441,14 +451,12 @@ class WorldSession:
     # ---- save / load --------------------------------------------------------------------
 
     def snapshot(self) -> tuple[dict[str, torch.Tensor], dict]:
-        """Everything a resumed session needs: (tensors, JSON-able metadata). A chunk waiting
-        in the cache gets its K/V first (what the cache holds is the same)."""
+        """Everything a resumed session needs: (tensors, JSON-able metadata). Changes
+        nothing: a chunk waiting in the cache for its K/V is saved as its inputs."""
         s = self._require_started()
         if s.memory is not None:
             raise saved.SaveError("a session with memory cannot be saved yet: its chunk bank "
                                   "and point cache are not in the save format")
-        with torch.no_grad():
-            self.world.model.flush(s.cache)
         tensors, meta = s.to_tensors()
         meta.update(policy=self.policy, steps=self.steps, twin=self.engine is not None,
                     size=self.world.size, model=self._model_config())

@@ -19,6 +19,9 @@ import torch
 from ..camera import ACTION_WIDTH, BUTTONS, Action
 
 LOG_BYTES = 8 * ACTION_WIDTH  # one float64 action vector in the twin's replay log
+# a context chunk waiting for its K/V (`KVCache.pending`) is saved as these inputs, so a
+# resumed session runs it in the same pass as the live one would: the same numbers
+PENDING_INPUTS = ("x", "t", "actions", "c2w", "text")
 
 
 def action_vector(a: Action) -> np.ndarray:
@@ -65,6 +68,9 @@ class SessionState:
                 tensors[f"cache.k.{i}"], tensors[f"cache.v.{i}"] = k.cpu(), v.cpu()
         if self.cache.last_pose is not None:
             tensors["cache.last_pose"] = self.cache.last_pose.cpu()
+        if self.cache.pending is not None:
+            for name in PENDING_INPUTS:
+                tensors[f"cache.pending.{name}"] = self.cache.pending[name].cpu()
         if self.last_twin is not None:
             tensors["last_twin"] = torch.from_numpy(self.last_twin.copy())
         for i, (frame, pose, twin, _) in enumerate(self.queue):
@@ -80,14 +86,19 @@ class SessionState:
 
     @classmethod
     def from_tensors(cls, tensors: dict, meta: dict, cache, device) -> "SessionState":
-        """The inverse of `to_tensors`, into `cache` (a new, empty KVCache of the model)."""
+        """The inverse of `to_tensors`, into `cache` (a new, empty KVCache of the model).
+        The cache's tensors are copied into torch's own (aligned) memory: a kernel's last
+        bits can depend on where its input sits, and a file's buffer sits anywhere."""
+        own = lambda key: tensors[key].to(device, copy=True)  # noqa: E731
         cache.chunks = meta["chunks"]
         for i in range(len(cache.keys)):
             if f"cache.k.{i}" in tensors:
-                cache.keys[i] = tensors[f"cache.k.{i}"].to(device)
-                cache.values[i] = tensors[f"cache.v.{i}"].to(device)
+                cache.keys[i], cache.values[i] = own(f"cache.k.{i}"), own(f"cache.v.{i}")
         if "cache.last_pose" in tensors:
-            cache.last_pose = tensors["cache.last_pose"].to(device)
+            cache.last_pose = own("cache.last_pose")
+        if "cache.pending.x" in tensors:
+            cache.pending = dict(text_drop=None, cache_latent=None, **{
+                name: own(f"cache.pending.{name}") for name in PENDING_INPUTS})
         rng = torch.Generator()
         rng.set_state(tensors["rng"])
         arr = lambda k: tensors[k].numpy().copy() if k in tensors else None  # noqa: E731
