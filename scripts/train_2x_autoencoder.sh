@@ -25,6 +25,9 @@
 #      whole_spectral3_p16_1500  stage 4's critic run for 1,500 steps        (55 min)
 #      whole_spectral10_p16      weight 10 and the critic, beside it         (22 min)
 #      whole_spectral10_p16_w1   the same at critic weight 1, after it       (22 min)
+#   7. between stage 6's two critic weights, and more of the spectrum beside the critic:
+#      whole_spectral10_p16_w07  weight 10 and the critic at weight 0.7       (27 min)
+#      whole_spectral20_p16      weight 20 and the critic at 0.5, beside it   (27 min)
 #   bash scripts/train_2x_autoencoder.sh   (then scripts/compare_worlds.py, data/README.md)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -68,3 +71,8 @@ long=$!
 spectral whole_spectral10_p16 10 True "${P16[@]}"
 spectral whole_spectral10_p16_w1 10 True "${P16[@]}" --set autoencoder__disc_weight=1.0
 wait $long
+# 7. critic weight 0.7 (beside weight 20 with the critic at 0.5)
+spectral whole_spectral10_p16_w07 10 True "${P16[@]}" --set autoencoder__disc_weight=0.7 &
+w07=$!
+spectral whole_spectral20_p16 20 True "${P16[@]}"
+wait $w07

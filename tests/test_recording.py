@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 from worldlab import camera
-from worldlab.cli import build_parser, main
+from worldlab.cli import build_parser, main, run
 from worldlab.episodes import EpisodeStore
 from worldlab.episodes.recording import (dataset_stats, map_of, record_episode, record_with,
                                          revisit_pairs)
@@ -65,6 +65,22 @@ def test_data_cli_record_is_independent_of_workers(tmp_path, capsys):
     with pytest.raises(ValueError, match="already exists"):
         main(common + ["--workers", "1", "--out", str(tmp_path / "w1")])
     assert (tmp_path / "w1" / "index.json").read_bytes() == before
+
+
+def test_a_misspelt_map_is_one_line_from_the_shell_and_writes_nothing(tmp_path, capsys,
+                                                                     monkeypatch):
+    argv = ["data", "record", "--engine", "doom", "--episodes", "1", "--maps", "MAP01,MAP99",
+            "--out", str(tmp_path / "s")]
+    with pytest.raises(ValueError, match="unknown map 'MAP99' in freedoom2.wad"):
+        main(argv)  # what a notebook or a test calling main sees
+    assert run(argv) == 2  # what the shell sees: one line naming the value, status 2
+    err = capsys.readouterr().err
+    assert err.startswith("python -m worldlab: error: unknown map 'MAP99'")
+    assert "Traceback" not in err and "WORLDLAB_TRACEBACK=1" in err
+    assert not (tmp_path / "s").exists()  # checked before the store's folder is made
+    monkeypatch.setenv("WORLDLAB_TRACEBACK", "1")
+    with pytest.raises(ValueError, match="MAP99"):
+        run(argv)
 
 
 def test_data_record_takes_its_defaults_from_the_preset(tmp_path):

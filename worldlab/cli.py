@@ -5,12 +5,17 @@ Each command lives in the room that does the work; that module defines
 `func=<callable(args) -> int>`. Only the chosen command's module is imported. `bench` is
 spelled here, the one place that sits above every room: its benchmarks live in the rooms
 they measure (`BENCHMARKS`).
+
+`main` raises what a command raises (tests and notebooks call it); `run`, the shell's entry
+(`python -m worldlab`, the `worldlab` script), prints a bad input's ValueError as one line
+naming the value, exit status 2 (WORLDLAB_TRACEBACK=1 shows the traceback as well).
 """
 
 from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
 from pathlib import Path
 
@@ -130,3 +135,16 @@ def main(argv: list[str] | None = None) -> int:
         build_parser(command).print_help()
         return 0 if command is None else 2
     return int(args.func(args) or 0)
+
+
+def run(argv: list[str] | None = None) -> int:
+    """`main` for a shell: a bad input's ValueError (every check here raises one that names
+    the value) is one line on stderr and exit status 2, not a traceback."""
+    try:
+        return main(argv)
+    except ValueError as e:
+        if os.environ.get("WORLDLAB_TRACEBACK"):
+            raise
+        print(f"python -m worldlab: error: {e}\n(WORLDLAB_TRACEBACK=1 shows where it was "
+              f"raised)", file=sys.stderr)
+        return 2

@@ -131,6 +131,21 @@ class EpisodeFinished(RuntimeError):
 # ----------------------------------------------------------------------------------------
 
 
+def check_maps(names, wad: str = "freedoom2") -> None:
+    """Each of names a map of the WAD, else a ValueError naming it (before an engine starts:
+    `data record` checks its --maps before it writes anything)."""
+    path = _wad_path(wad)
+    maps = map_names(path)
+    for name in names:
+        _check_map(name, path, maps)
+
+
+def _check_map(name: str, wad_path: Path, maps: list[str]) -> str:
+    if name not in maps:
+        raise ValueError(f"unknown map {name!r} in {wad_path.name}; expected one of {maps}")
+    return name
+
+
 def _wad_path(wad: str) -> Path:
     shipped = sorted(p.stem for p in WAD_DIR.glob("*.wad"))
     path = WAD_DIR / f"{wad}.wad" if wad in shipped else Path(wad)
@@ -206,10 +221,7 @@ class DoomEngine:
         self._step = 0
 
     def _check_map(self, name: str) -> str:
-        if name not in self._maps:
-            raise ValueError(f"unknown map {name!r} in {self.wad_path.name}; expected one of "
-                             f"{self._maps}")
-        return name
+        return _check_map(name, self.wad_path, self._maps)
 
     def _make_game(self, resolution, hud: bool, skill: int,
                    flat_light: bool) -> tuple[vzd.DoomGame, list[psutil.Process]]:

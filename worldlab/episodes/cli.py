@@ -53,7 +53,6 @@ def _cmd_record(args) -> int:
     from tqdm.auto import tqdm
 
     s = record_settings(args)
-    store = EpisodeStore(args.out)
     seeds = list(range(args.seed, args.seed + s["episodes"]))
     # maps and monsters are doom's: the procedural engine has neither
     doom = s["engine"] == "doom"
@@ -63,6 +62,10 @@ def _cmd_record(args) -> int:
             raise ValueError(f"--no-metric-depth is a doom option; the engine is "
                              f"{s['engine']!r}")
         opts["metric_depth"] = False
+    if doom:  # before the store exists: a misspelt map leaves no folder behind
+        from ..engines.doom import check_maps
+        check_maps(s["maps"])
+    store = EpisodeStore(args.out)
     with tqdm(total=len(seeds), desc=f"record {s['engine']}", unit="episode") as bar:
         record_many(store, s["engine"], seeds, s["frames"], s["size"], s["policy"],
                     s["event_rate"], s["workers"], callback=lambda _: bar.update(),
