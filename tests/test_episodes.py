@@ -101,6 +101,17 @@ def test_store_write_read_index(tmp_path):
     _same(store.read("000002"), make_episode(seed=2))
 
 
+def test_a_store_is_made_by_its_first_write_and_opened_only_if_it_exists(tmp_path):
+    root = tmp_path / "new" / "store"
+    with pytest.raises(FileNotFoundError, match=f"no episode store at {root}"):
+        EpisodeStore.open(root)  # reading a misspelt path names it ...
+    store = EpisodeStore(root)
+    assert not root.exists() and store.ids() == [] and len(store) == 0  # ... and makes nothing
+    store.write(make_episode(seed=0))
+    assert EpisodeStore.open(root).ids() == ["000000"]
+    assert EpisodeStore.open(store) is store
+
+
 def test_store_describe_is_what_a_world_was_trained_on(tmp_path):
     store = EpisodeStore(tmp_path)
     for s in range(3):

@@ -7,8 +7,9 @@ spelled here, the one place that sits above every room: its benchmarks live in t
 they measure (`BENCHMARKS`).
 
 `main` raises what a command raises (tests and notebooks call it); `run`, the shell's entry
-(`python -m worldlab`, the `worldlab` script), prints a bad input's ValueError as one line
-naming the value, exit status 2 (WORLDLAB_TRACEBACK=1 shows the traceback as well).
+(`python -m worldlab`, the `worldlab` script), prints a bad input's ValueError (or a missing
+file's FileNotFoundError) as one line naming the value, exit status 2 (WORLDLAB_TRACEBACK=1
+shows the traceback as well).
 """
 
 from __future__ import annotations
@@ -138,11 +139,12 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def run(argv: list[str] | None = None) -> int:
-    """`main` for a shell: a bad input's ValueError (every check here raises one that names
-    the value) is one line on stderr and exit status 2, not a traceback."""
+    """`main` for a shell: a bad input's ValueError, or a missing file's FileNotFoundError
+    (every check here raises one that names the value or the path), is one line on stderr
+    and exit status 2, not a traceback."""
     try:
         return main(argv)
-    except ValueError as e:
+    except (ValueError, FileNotFoundError) as e:
         if os.environ.get("WORLDLAB_TRACEBACK"):
             raise
         print(f"python -m worldlab: error: {e}\n(WORLDLAB_TRACEBACK=1 shows where it was "

@@ -75,7 +75,7 @@ def _cmd_record(args) -> int:
 
 
 def _cmd_info(args) -> int:
-    print(format_index(EpisodeStore(args.store)))
+    print(format_index(EpisodeStore.open(args.store)))
     return 0
 
 
@@ -87,13 +87,13 @@ def _cmd_subset(args) -> int:
             raise SystemExit(f"--per-map expects MAP=COUNT,..., got {part!r} in "
                              f"{args.per_map!r}")
         per_map[name.strip()] = int(count)
-    target = subset(EpisodeStore(args.store), args.out, per_map)
+    target = subset(EpisodeStore.open(args.store), args.out, per_map)
     print(format_index(target))
     return 0
 
 
 def _cmd_validate(args) -> int:
-    problems = EpisodeStore(args.store).validate_all()
+    problems = EpisodeStore.open(args.store).validate_all()
     for episode_id, problem in problems.items():
         print(f"{episode_id}: {problem}")
     print(f"{len(problems)} problem(s)")

@@ -113,7 +113,7 @@ class EpisodeClips(torch.utils.data.Dataset):
     def __init__(self, store: EpisodeStore | str | Path, clip_frames: int, chunk_frames: int = 4,
                  stride: int | None = None, latents: LatentCache | None = None,
                  ids: list[str] | None = None, cache_episodes: int = 8):
-        self.store = store if isinstance(store, EpisodeStore) else EpisodeStore(store)
+        self.store = EpisodeStore.open(store)
         stride = clip_frames if stride is None else stride
         self.windows = clip_windows(self.store, clip_frames, chunk_frames, stride, ids)
         self.clip_frames, self.chunk_frames, self.stride = clip_frames, chunk_frames, stride

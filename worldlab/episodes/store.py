@@ -106,8 +106,20 @@ class EpisodeStore:
     INDEX = "index.json"
 
     def __init__(self, root: str | Path):
+        """The store at root; a new one's folder is made by its first write."""
         self.root = Path(root)
-        self.root.mkdir(parents=True, exist_ok=True)
+
+    @classmethod
+    def open(cls, store: "EpisodeStore | str | Path") -> "EpisodeStore":
+        """`store` itself if it is one, else the store that exists at that path (for
+        reading: a missing folder raises FileNotFoundError naming it, and makes nothing)."""
+        if isinstance(store, cls):
+            return store
+        if not Path(store).is_dir():
+            raise FileNotFoundError(f"no episode store at {store}: expected a folder of "
+                                    f"<id>.npz episodes and {cls.INDEX} (python -m worldlab "
+                                    f"data record writes one)")
+        return cls(store)
 
     def path(self, episode_id: str) -> Path:
         check_id(episode_id)
@@ -131,7 +143,10 @@ class EpisodeStore:
 
     @contextmanager
     def _locked(self, operation: int):
-        """Hold flock(`operation`) on the store directory (see the module docstring)."""
+        """Hold flock(`operation`) on the store directory (see the module docstring); a
+        writer's (LOCK_EX) makes the folder first."""
+        if operation == fcntl.LOCK_EX:
+            self.root.mkdir(parents=True, exist_ok=True)
         fd = os.open(self.root, os.O_RDONLY)
         try:
             fcntl.flock(fd, operation)

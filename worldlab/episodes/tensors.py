@@ -41,7 +41,7 @@ class ClipTensors:
                  chunk_frames: int = 4, stride: int | None = None,
                  ids: list[str] | None = None, device: str | torch.device = "cpu",
                  windows: list[tuple[str, int]] | None = None):
-        store = store if isinstance(store, EpisodeStore) else EpisodeStore(store)
+        store = EpisodeStore.open(store)
         stride = clip_frames if stride is None else stride
         self.windows = clip_windows(store, clip_frames, chunk_frames, stride, ids) \
             if windows is None else list(windows)

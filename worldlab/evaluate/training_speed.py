@@ -42,7 +42,7 @@ def bench_store(cfg: WorldConfig, data=None, episodes: int = 64) -> EpisodeStore
     """`data`, or `episodes` episodes of the preset's engine, size and length recorded
     under runs/bench/data (kept: the next run reuses them)."""
     if data is not None:
-        store = EpisodeStore(data)
+        store = EpisodeStore.open(data)
         if not store.ids():
             raise ValueError(f"the store {store.root} has no episodes to train on")
         return store

@@ -163,7 +163,7 @@ def _cli_long_horizon(args) -> int:
 def _cli_memory(args) -> int:
     from .memory import finetune
 
-    store = EpisodeStore(args.data)
+    store = EpisodeStore.open(args.data)
     ids = sorted(store.index)[:args.episodes] if args.episodes else None
     head = None if args.depth_head is None else load_depth_head(args.depth_head)
     with Progress(f"memory ({args.variant})") as progress:

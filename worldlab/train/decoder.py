@@ -133,7 +133,7 @@ def distill_decoder(world, store, latents, out=None, *, decoder: FastDecoder | N
     schedule (default `decoder_train_config()`); `minutes` replaces cfg.steps by the count
     that fits. With `out`: checkpoints (resumable), `out/model`, `out/metrics.json`.
     """
-    store = store if isinstance(store, EpisodeStore) else EpisodeStore(store)
+    store = EpisodeStore.open(store)
     cache = latents if isinstance(latents, LatentCache) else LatentCache(latents)
     ae = _autoencoder(world).eval().requires_grad_(False)
     tc = cfg or decoder_train_config()

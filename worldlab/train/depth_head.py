@@ -138,7 +138,7 @@ def train_depth_head(store, out=None, *, steps: int = 600, batch_size: int = 64,
     frames are read (whole episodes, subsampled by `seed`). With `out`: checkpoints
     (`resume=True` continues from them), `out/model` and `out/metrics.json`.
     """
-    store = store if isinstance(store, EpisodeStore) else EpisodeStore(store)
+    store = EpisodeStore.open(store)
     tc = depth_train_config(steps, batch_size, lr, seed)
     model = head if head is not None else seeded(DepthHead, seed)
     max_depth = float(model.config.max_depth_m)

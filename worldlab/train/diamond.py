@@ -130,7 +130,7 @@ def train_diamond(store, out=None, *, steps: int | None = None, minutes: float |
     """
     if threads is not None:
         torch.set_num_threads(threads)
-    store = store if isinstance(store, EpisodeStore) else EpisodeStore(store)
+    store = EpisodeStore.open(store)
     ids = sorted(store.index)
     if not ids:
         raise ValueError(f"episode store {store.root} holds no episodes")

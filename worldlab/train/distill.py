@@ -38,7 +38,7 @@ import torch
 
 from ..atomic import atomic_dir, atomic_write_json, atomic_write_text
 from ..config import DistillConfig, TrainConfig, WorldConfig, validate_config
-from ..episodes import ClipTensors, LatentCache
+from ..episodes import ClipTensors, EpisodeStore, LatentCache
 from ..loading import load_module, read_model_config
 from ..model.dit import WorldModel
 from ..model.sampler import prefill, sample_chunk
@@ -46,7 +46,7 @@ from ..pretrained import CAPTIONS_FILE, load_world, resolve_checkpoint
 from . import distill_losses as L
 from .checkpoints import check_config, latest_checkpoint, load_checkpoint, save_checkpoint
 from .loop import fit, make_accelerator, steps_for_budget
-from .recipes import _store, fill_latents, trained_on
+from .recipes import fill_latents, trained_on
 
 RECIPES = ("ode", "consistency", "dmd", "dmd_clip")  # config.RECIPES less "none"
 ARCHITECTURE_IGNORED = ("window_chunks",)  # no weight depends on it
@@ -261,7 +261,7 @@ def distill(teacher, store, d: DistillConfig, out=None, *, latents=None,
     if world.config.distill.recipe != "none":
         raise ValueError(f"teacher {world.path} is itself a {world.config.distill.recipe} "
                          f"student; distil from a flow-matching world")
-    store = _store(store)
+    store = EpisodeStore.open(store)
     acc = make_accelerator(_train_config(d), device)
     dev = acc.device
     tmodel = world.model.to(dev).eval().requires_grad_(False)

@@ -120,7 +120,7 @@ class MemoryClips(ClipTensors):
     def __init__(self, store, latents, clip_frames: int, chunk_frames: int, memory, K,
                  hw: tuple[int, int], window: int, ids=None, device="cpu", cache3d=None,
                  windows=None):
-        store = store if isinstance(store, EpisodeStore) else EpisodeStore(store)
+        store = EpisodeStore.open(store)
         super().__init__(store, latents, clip_frames, chunk_frames, chunk_frames, ids, device,
                          windows)
         self.slots = int(memory.sink) + memory.retrieve
@@ -235,7 +235,7 @@ def finetune(start, variant: str, store, out=None, *, steps: int = 300, batch_si
     if cfg.memory.cache3d == "own" and depth_head is None:
         raise ValueError(f"memory variant {variant!r} fuses the depth head's depth: pass "
                          f"depth_head (python -m worldlab train depth-head)")
-    store = store if isinstance(store, EpisodeStore) else EpisodeStore(store)
+    store = EpisodeStore.open(store)
     f, size = m.chunk_frames, w.size
 
     def clips(store, cache, ids, data_device):

@@ -156,7 +156,7 @@ def store_episodes(store, max_episodes: int, seed: int) -> list:
     or EpisodeStore), read whole: the motion probe learns from a world's training data."""
     from ..episodes import EpisodeStore
 
-    store = store if isinstance(store, EpisodeStore) else EpisodeStore(store)
+    store = EpisodeStore.open(store)
     ids = store.ids()
     if not ids:
         raise ValueError(f"episode store {store.root} is empty")

@@ -64,10 +64,6 @@ def split_episodes(ids: list[str], holdout: float) -> tuple[list[str], list[str]
     return ids[:-k], ids[-k:]
 
 
-def _store(store) -> EpisodeStore:
-    return store if isinstance(store, EpisodeStore) else EpisodeStore(store)
-
-
 # ----------------------------------------------------------------------------------------
 # The autoencoder
 # ----------------------------------------------------------------------------------------
@@ -179,7 +175,7 @@ def autoencoder(store, cfg: AutoencoderConfig, out=None, *, holdout: float = 0.1
     With `out`: checkpoints (resumable), `out/model` (the final autoencoder, alone),
     `out/discriminator` (with the GAN) and `out/metrics.json`.
     """
-    store = _store(store)
+    store = EpisodeStore.open(store)
     train_ids, held_ids = split_episodes(store.ids(), holdout)
     rgb, depth = load_frames(store, train_ids, cfg.depth_channel)
     tc = autoencoder_train_config(cfg)
@@ -278,7 +274,7 @@ def world(store, cfg: WorldConfig, out=None, *, autoencoder=None, latents=None,
     `hardware`). The clips are loaded once as tensors (`ClipTensors`) on the training
     device, or in CPU memory when they would crowd the model out of the GPU.
     """
-    store = _store(store)
+    store = EpisodeStore.open(store)
     ids = sorted(store.index) if ids is None else list(ids)
     cfg = trained_on(WorldConfig.from_dict(cfg.to_dict()), store, ids)  # a copy
     if init is not None and resume:
