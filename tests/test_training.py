@@ -262,6 +262,15 @@ def test_cli_trains_autoencoder_then_world(tmp_path, capsys):
     assert main(["train", "autoencoder", *common, "--out", str(tmp_path / "ae")]) == 0
     assert "held-out (1 episodes): PSNR" in capsys.readouterr().out
     assert (tmp_path / "ae" / "metrics.json").exists()
+    # the autoencoder's seed is its own section's; a train__ override would go unread
+    assert main(["train", "autoencoder", *common, "--out", str(tmp_path / "ae1"),
+                 "--set", "autoencoder__seed=1"]) == 0
+    seeded = [json.loads((tmp_path / d / "metrics.json").read_text()) for d in ("ae", "ae1")]
+    assert seeded[0] != seeded[1]  # other starting weights, other batches
+    with pytest.raises(ValueError, match="--set train__seed: .* set autoencoder__seed"):
+        main(["train", "autoencoder", *common, "--out", str(tmp_path / "ae2"),
+              "--set", "train__seed=1"])
+    assert not (tmp_path / "ae2").exists()
     assert main(["train", "world", *common, "--out", str(tmp_path / "wm"), "--no-text",
                  "--autoencoder", str(tmp_path / "ae" / "model")]) == 0
     assert "encoded 3 episodes" in capsys.readouterr().out

@@ -71,6 +71,9 @@ class AutoencoderConfig:
     lr: float = 5e-4
     steps: int = 20_000
     batch_size: int = 32  # frames per step
+    # the new weights (autoencoder and critic) and the order of the frames; `train.seed` is
+    # the world model's
+    seed: int = 0
     # adversarial patch critic (model/discriminator.py), against blur; 0 = off (L1+MSE+KL)
     disc_weight: float = 0.0  # times the adaptive weight; latent-diffusion uses 0.5
     disc_start: int = 5000  # reconstruction-only steps before the adversarial term
@@ -301,7 +304,7 @@ RULES: dict[str, dict[str, tuple]] = {
                     "depth_channel": _FLAG, "kl_weight": _NONNEGATIVE,
                     "mse_weight": _NONNEGATIVE, "spectral_weight": _NONNEGATIVE,
                     "spectral_exponent": _NONNEGATIVE, "lr": _POSITIVE, "steps": _COUNT,
-                    "batch_size": _COUNT, "disc_weight": _NONNEGATIVE,
+                    "seed": _INDEX, "batch_size": _COUNT, "disc_weight": _NONNEGATIVE,
                     "disc_start": _INDEX, "disc_channels": _COUNT, "disc_layers": _COUNT,
                     "train_encoder": _FLAG},
     "model": {"width": _COUNT, "depth": _COUNT, "heads": _COUNT, "patch_size": _COUNT,

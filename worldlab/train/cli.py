@@ -89,7 +89,13 @@ def parse_overrides(pairs: list[str]) -> dict[str, Any]:
 
 
 def _config(args):
-    cfg = make_config(args.preset, **parse_overrides(args.set))
+    overrides = parse_overrides(args.set)
+    if args.what == "autoencoder" and (unread := [k for k in overrides
+                                                  if k.startswith("train__")]):
+        raise ValueError(f"--set {unread[0]}: `train autoencoder` reads the autoencoder "
+                         f"section alone (its steps, lr, batch_size, seed); set "
+                         f"autoencoder__{unread[0].removeprefix('train__')} instead")
+    cfg = make_config(args.preset, **overrides)
     section = cfg.autoencoder if args.what == "autoencoder" else cfg.train
     if args.steps is not None:
         section.steps = args.steps

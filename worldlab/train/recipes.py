@@ -88,7 +88,7 @@ class FrameDataset(torch.utils.data.Dataset):
 def autoencoder_train_config(cfg: AutoencoderConfig, **overrides: Any) -> TrainConfig:
     """The TrainConfig that `fit` runs the autoencoder with (steps, lr, batch from `cfg`)."""
     base = dict(steps=cfg.steps, batch_size=cfg.batch_size, lr=cfg.lr, weight_decay=0.0,
-                warmup_steps=min(200, max(1, cfg.steps // 20)), ema_decay=0.0)
+                warmup_steps=min(200, max(1, cfg.steps // 20)), ema_decay=0.0, seed=cfg.seed)
     base.update(overrides)
     return TrainConfig(**base)
 
