@@ -267,8 +267,8 @@ def _check_pending(tensors: dict, meta: dict, model, where: Path) -> int:
                         f"expected {list(PENDING_INPUTS)}")
     if meta["chunks"] == 0:
         raise SaveError(f"{where}: a waiting chunk in a cache of 0 chunks")
-    cfg, f = model.config, model.config.chunk_frames
-    side = cfg.latent_size
+    cfg = model.config
+    f, side = cfg.chunk_frames, cfg.latent_size
     shapes = {"x": (1, f, cfg.latent_channels, side, side), "t": (1,),
               "actions": (1, f, cfg.action_width), "c2w": (1, f, 4, 4),
               "text": (1, cfg.text_tokens, cfg.text_dim)}
