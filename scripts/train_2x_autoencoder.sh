@@ -28,7 +28,11 @@
 #   7. between stage 6's two critic weights, and more of the spectrum beside the critic:
 #      whole_spectral10_p16_w07  weight 10 and the critic at weight 0.7       (27 min)
 #      whole_spectral20_p16      weight 20 and the critic at 0.5, beside it   (27 min)
-#   bash scripts/train_2x_autoencoder.sh   (then scripts/compare_worlds.py, data/README.md)
+#   8. stage 7's critic 0.7 at three seeds (autoencoder.seed: the critic's weights and the
+#      order of the frames), all from one ch4, so the bar's corner is placed by a mean:
+#      whole_spectral10_p16_w07 (seed 0) and _seed1, _seed2, the three side by side
+#   bash scripts/train_2x_autoencoder.sh         (every stage; then scripts/compare_worlds.py)
+#   bash scripts/train_2x_autoencoder.sh seeds   (stage 1, then stage 8 alone)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/level_world_recipe.sh
@@ -38,6 +42,8 @@ RUN=${RUN:-runs/ae2x}
 DATA=${DATA:-runs/w2}  # scripts/train_cpu_level_world.sh's stages 1 (data) and 2 (data900)
 AE2X=(--preset small --batch-size 16 --device cpu --resume --data "$DATA/data"
       --set "autoencoder__block_out_channels=(32,64)" --set autoencoder__latent_channels=4)
+STAGES=${1:-all}
+case "$STAGES" in all|seeds) ;; *) echo "usage: $0 [all|seeds]" >&2; exit 2 ;; esac
 mkdir -p "$RUN"
 [ -d "$RUN/ch4/model" ] || OMP_NUM_THREADS=1 $PY -m worldlab train autoencoder "${AE2X[@]}" \
     --out "$RUN/ch4" --steps 1500 --set autoencoder__lr=5e-4 >> "$RUN/ch4.log" 2>&1
@@ -46,6 +52,19 @@ spectral() {  # name, weight, whether the encoder learns, then --set overrides
   fine_tune_autoencoder "$RUN/ch4/model" "$RUN/$1" "$3" \
       --set autoencoder__spectral_weight="$2" "${@:4}" >> "$RUN/$1.log" 2>&1
 }
+P16=(--set autoencoder__disc_weight=0.5 --set autoencoder__disc_start=100
+     --set autoencoder__disc_layers=1)  # the 16-pixel critic of train_patch_critics.sh
+W07=(10 True "${P16[@]}" --set autoencoder__disc_weight=0.7)  # stage 7's critic 0.7
+seeds() {  # 8. three seeds of it, side by side (seed 0 is stage 7's run)
+  spectral whole_spectral10_p16_w07_seed1 "${W07[@]}" --set autoencoder__seed=1 &
+  local one=$!
+  spectral whole_spectral10_p16_w07_seed2 "${W07[@]}" --set autoencoder__seed=2 &
+  local two=$!
+  spectral whole_spectral10_p16_w07 "${W07[@]}"
+  wait $one
+  wait $two
+}
+[ "$STAGES" = seeds ] && { seeds; exit 0; }
 teacher_on_latents "$RUN/ch4/model" "$RUN/latents" "$RUN/world" "$RUN/pkg" >> "$RUN/world.log" 2>&1 &
 world=$!
 spectral spectral1 1 False
@@ -53,8 +72,6 @@ spectral whole_spectral1 1 True
 spectral spectral3 3 False
 spectral whole_spectral3 3 True
 # 4. weight 10, and weight 3 with the 16-pixel critic
-P16=(--set autoencoder__disc_weight=0.5 --set autoencoder__disc_start=100
-     --set autoencoder__disc_layers=1)  # the 16-pixel critic of train_patch_critics.sh
 spectral whole_spectral10 10 True &
 tenth=$!
 spectral whole_spectral3_p16 3 True "${P16[@]}"
@@ -72,7 +89,8 @@ spectral whole_spectral10_p16 10 True "${P16[@]}"
 spectral whole_spectral10_p16_w1 10 True "${P16[@]}" --set autoencoder__disc_weight=1.0
 wait $long
 # 7. critic weight 0.7 (beside weight 20 with the critic at 0.5)
-spectral whole_spectral10_p16_w07 10 True "${P16[@]}" --set autoencoder__disc_weight=0.7 &
+spectral whole_spectral10_p16_w07 "${W07[@]}" &
 w07=$!
 spectral whole_spectral20_p16 20 True "${P16[@]}"
 wait $w07
+seeds

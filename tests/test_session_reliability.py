@@ -282,13 +282,15 @@ def test_widget_rejects_keys_that_are_not_key_names(world, key):
 # ----------------------------------------------------------------------------------------
 
 def _save_forever(world, target: Path, ready) -> None:
-    """A forked child: step and save, again and again, until it is killed."""
+    """A forked child: step and save, again and again, until it is killed. It is ready once
+    its first save is whole, so a kill always has a previous save to leave in place (on a
+    loaded machine the first save can take longer than the shortest wait before the kill)."""
     s = WorldSession(world, twin=False)
     s.reset(engine="procedural", seed=0)
-    ready.set()
     while True:
         s.step(Action(forward=0.1))
         s.save(target)
+        ready.set()
 
 
 def test_kill_9_during_saves_leaves_the_previous_save_loadable(world, tmp_path):
