@@ -5,7 +5,8 @@
     .venv/bin/python scripts/compare_worlds.py --autoencoders a=runs/a/model,b=runs/b/model \
         --out data/results/autoencoders.json           # the autoencoder protocol alone
         [--ae-strip data/results/a_b.png]               # and a PNG of their reconstructions
-    (an autoencoder `resample:F` is `Resampling(F)`: averaging F x F pixels, then bicubic)
+    (an autoencoder `resample:F` is `Resampling(F)`: averaging F x F pixels, then bicubic;
+    rows named BASE_seedN beside a row BASE, its seed 0, are also summarised over seeds)
 
 For each world (`--old`, `--new`) it measures, on held-out seeds (HELDOUT_SEED and up):
 - coverage: the share of MAP01's reachable floor its training store visited (`--old-data`,
@@ -25,6 +26,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import subprocess
 import sys
 from datetime import date
@@ -47,6 +49,8 @@ OPTS = {"monsters": "invulnerable"}
 WORLD_KEYS = ("next_chunk_psnr", "baseline_repeat_psnr", "rollout_psnr",
               "baseline_repeat_rollout_psnr")
 AE_KEYS = ("psnr", "ssim", "sharpness_ratio", "colour_distance")
+AE_BARS = {"psnr": 30.0, "sharpness_ratio": 0.7}  # the world issue's, on the training maps
+SEED_ROW = re.compile(r"(.+)_seed(\d+)")  # BASE_seedN: BASE trained again at seed N
 
 
 def cached(path: Path, measure):
@@ -136,6 +140,30 @@ def world_part(world) -> dict:
             "rollout128_repeat_psnr": long["baseline_repeat_rollout_psnr"]}
 
 
+def seed_summary(rows: dict) -> dict:
+    """For each row BASE that has rows BASE_seedN beside it (BASE is seed 0): every score's
+    mean, standard deviation (n - 1) and each seed's value, on the training maps and on the
+    held-out map, and whether the mean and each seed clear AE_BARS."""
+    groups = {}
+    for name in rows:
+        if (m := SEED_ROW.fullmatch(name)) and m[1] in rows:
+            groups.setdefault(m[1], [m[1]]).append(name)
+    summary = {}
+    for base, names in groups.items():
+        def stats(pick):
+            values = np.array([pick(rows[n]) for n in names], dtype=np.float64)
+            return {"mean": float(values.mean()), "sd": float(values.std(ddof=1)),
+                    "values": values.tolist()}
+        train = {k: stats(lambda r: r[k]) for k in AE_KEYS}
+        summary[base] = {
+            "rows": names, **train,
+            "heldout_map": {k: stats(lambda r: r["heldout_map"][k]) for k in AE_KEYS},
+            "mean_clears_bars": all(train[k]["mean"] >= v for k, v in AE_BARS.items()),
+            "seeds_clearing_bars": sum(all(rows[n][k] >= v for k, v in AE_BARS.items())
+                                       for n in names)}
+    return summary
+
+
 def compare_autoencoders(spec: str, cache: Path, out: Path, argv, strip: str | None = None,
                          strip_rows: str | None = None) -> int:
     """`--autoencoders name=DIR,...`: the autoencoder protocol above on each, one table; with
@@ -153,6 +181,9 @@ def compare_autoencoders(spec: str, cache: Path, out: Path, argv, strip: str | N
         print(name, json.dumps(rows[name]))
     table = {"command": "python " + " ".join(["scripts/compare_worlds.py", *argv]),
              "commit": _commit(), "measured": str(date.today()), "rows": rows}
+    if seeds := seed_summary(rows):
+        table["seeds"] = {"bars": AE_BARS, **seeds}
+        print("seeds", json.dumps(seeds))
     if strip:
         png = to_png_bytes(reconstruction_strip(
             {n: load_autoencoder(paths[n]) for n in names}, strip_frames(), scale=3))
