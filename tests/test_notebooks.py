@@ -44,6 +44,10 @@ def test_notebook_contract(path):
     else:
         assert not any(c.get("outputs") or c.get("execution_count") for c in code), \
             f"{path.name}: committed with outputs (strip them)"
+    ids = [c.get("id") for c in nb["cells"]]  # nbformat 4.5: unique ids (papermill warns)
+    assert all(isinstance(i, str) and re.fullmatch(r"[\w-]{1,64}", i) for i in ids), \
+        f"{path.name}: every cell needs an id (nbformat.validator.normalize adds them)"
+    assert len(set(ids)) == len(ids), f"{path.name}: cell ids repeat"
     assert nb["metadata"].get("kernelspec", {}).get("name") == "worldlab"
     assert "language_info" in nb["metadata"]
     source = "".join("".join(c["source"]) for c in code)
