@@ -12,9 +12,11 @@
 #   bash scripts/train_long_horizon.sh validate [NAME...]    # 1 validation walk
 #   bash scripts/train_long_horizon.sh report [NAME...]      # the 2 reported walks
 #   bash scripts/train_long_horizon.sh quick NAME            # its next-chunk cost (quick suite)
+# DEVICE=cuda runs every stage on a GPU (default cpu).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${PY:-.venv/bin/python}
+DEVICE=${DEVICE:-cpu}  # cuda on a GPU machine: every stage trains and scores there
 RUN=${RUN:-runs/long}
 TEACHER=${TEACHER:-data/checkpoints/doom64_teacher}
 STEPS=${STEPS:-300}
@@ -30,7 +32,7 @@ train() {  # method [seed]
   [ -d "$out/checkpoints" ] && resume=(--resume)
   OMP_NUM_THREADS=${THREADS:-1} $PY -m worldlab train long-horizon --start "$TEACHER" \
     --method "$method" --seed "$seed" --data runs/w2/data900 --latents runs/w2/data/latents \
-    --steps "$STEPS" --batch-size 16 --device cpu --out "$out" "${resume[@]}"
+    --steps "$STEPS" --batch-size 16 --device "$DEVICE" --out "$out" "${resume[@]}"
 }
 
 package() {
@@ -49,7 +51,7 @@ score() {  # out-dir seed walks [names...]
   for name in "$@"; do models+=(--model "$name=$RUN/worlds/$name"); done
   OMP_NUM_THREADS=${THREADS:-2} $PY -m worldlab eval --suite long "${models[@]}" \
     --episodes "$walks" --frames 1000 --seed "$seed" --steps "$SAMPLE_STEPS" \
-    --threads "${THREADS:-2}" --device cpu --out "$out"
+    --threads "${THREADS:-2}" --device "$DEVICE" --out "$out"
 }
 
 names() {  # the given names, or every packaged world
@@ -63,7 +65,7 @@ case "${1:-}" in
   report) shift; mapfile -t n < <(names "$@"); score "$RUN/report" 1000000 2 "${n[@]}" ;;
   quick) OMP_NUM_THREADS=${THREADS:-2} $PY -m worldlab eval --suite quick \
       --checkpoint "$RUN/worlds/$2" --steps "$SAMPLE_STEPS" --threads "${THREADS:-2}" \
-      --device cpu --runtime-chunks 6 --out "$RUN/quick/$2" ;;
+      --device "$DEVICE" --runtime-chunks 6 --out "$RUN/quick/$2" ;;
   *) echo "usage: $0 train METHOD [SEED] | package | validate [NAME...] | report [NAME...]" \
        "| quick NAME" >&2
      exit 2 ;;

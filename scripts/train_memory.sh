@@ -12,9 +12,11 @@
 #   bash scripts/train_memory.sh package                   # every finished run
 #   bash scripts/train_memory.sh validate [NAME...]        # 3 validation walks (choose here)
 #   bash scripts/train_memory.sh report [NAME...]          # the reported walks
+# DEVICE=cuda runs every stage on a GPU (default cpu).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${PY:-.venv/bin/python}
+DEVICE=${DEVICE:-cpu}  # cuda on a GPU machine: every stage trains and scores there
 RUN=${RUN:-runs/memory}
 DATA=${DATA:-runs/mem/data}
 TEACHER=${TEACHER:-data/checkpoints/doom64_teacher}
@@ -29,12 +31,12 @@ data() {
     --maps MAP01,MAP02,MAP03 --start random --monsters invulnerable --seed 300000 --out "$DATA"
   $PY -c "from worldlab.train.recipes import fill_latents; from worldlab.episodes import \
 EpisodeStore, LatentCache; s = EpisodeStore('$DATA'); \
-print(fill_latents(s, LatentCache(s.root / 'latents'), '$TEACHER/autoencoder', 'cpu'), 'encoded')"
+print(fill_latents(s, LatentCache(s.root / 'latents'), '$TEACHER/autoencoder', '$DEVICE'), 'encoded')"
 }
 
 depth() {
   [ -d "$DEPTH_HEAD/model" ] || OMP_NUM_THREADS=${THREADS:-1} $PY -m worldlab train depth-head \
-    --data "$DATA" --out "$DEPTH_HEAD" --steps 800 --batch-size 64 --device cpu
+    --data "$DATA" --out "$DEPTH_HEAD" --steps 800 --batch-size 64 --device "$DEVICE"
 }
 
 train() {  # variant [seed]
@@ -46,7 +48,7 @@ train() {  # variant [seed]
   [ -d "$out/checkpoints" ] && resume=(--resume)
   OMP_NUM_THREADS=${THREADS:-1} $PY -m worldlab train memory --start "$TEACHER" \
     --variant "$variant" --seed "$seed" --data "$DATA" --episodes "$EPISODES" \
-    --steps "$STEPS" --batch-size 16 --device cpu --depth-head "$DEPTH_HEAD/model" \
+    --steps "$STEPS" --batch-size 16 --device "$DEVICE" --depth-head "$DEPTH_HEAD/model" \
     --out "$out" "${resume[@]}"
 }
 
@@ -69,7 +71,7 @@ score() {  # out-dir seed walks [names...]: the given worlds, or every packaged 
   for name in "$@"; do models+=(--model "$name=$RUN/worlds/$name"); done
   OMP_NUM_THREADS=${THREADS:-2} $PY -m worldlab eval --suite revisit "${models[@]}" \
     --episodes "$walks" --seed "$seed" --steps "$SAMPLE_STEPS" --threads "${THREADS:-2}" \
-    --cost-chunks "${COST_CHUNKS:-100}" --device cpu --out "$out"
+    --cost-chunks "${COST_CHUNKS:-100}" --device "$DEVICE" --out "$out"
 }
 
 case "${1:-}" in
