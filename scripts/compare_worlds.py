@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import re
 import subprocess
 import sys
 from datetime import date
@@ -39,6 +38,7 @@ import worldlab as wl
 from worldlab.atomic import atomic_write, atomic_write_json
 from worldlab.evaluate import (autoencoder_scores, heldout_episodes, quick_suite,
                                reconstruction_strip, rollout_strip)
+from worldlab.evaluate.long import SEED_SUFFIX, combine_seeds
 from worldlab.loading import load_module, read_model_config
 from worldlab.model.autoencoder import Resampling, VideoAutoencoder
 from worldlab.viz import to_png_bytes
@@ -50,7 +50,6 @@ WORLD_KEYS = ("next_chunk_psnr", "baseline_repeat_psnr", "rollout_psnr",
               "baseline_repeat_rollout_psnr")
 AE_KEYS = ("psnr", "ssim", "sharpness_ratio", "colour_distance")
 AE_BARS = {"psnr": 30.0, "sharpness_ratio": 0.7}  # the world issue's, on the training maps
-SEED_ROW = re.compile(r"(.+)_seed(\d+)")  # BASE_seedN: BASE trained again at seed N
 
 
 def cached(path: Path, measure):
@@ -141,27 +140,20 @@ def world_part(world) -> dict:
 
 
 def seed_summary(rows: dict) -> dict:
-    """For each row BASE that has rows BASE_seedN beside it (BASE is seed 0): every score's
-    mean, standard deviation (n - 1) and each seed's value, on the training maps and on the
-    held-out map, and whether the mean and each seed clear AE_BARS."""
-    groups = {}
-    for name in rows:
-        if (m := SEED_ROW.fullmatch(name)) and m[1] in rows:
-            groups.setdefault(m[1], [m[1]]).append(name)
-    summary = {}
-    for base, names in groups.items():
-        def stats(pick):
-            values = np.array([pick(rows[n]) for n in names], dtype=np.float64)
-            return {"mean": float(values.mean()), "sd": float(values.std(ddof=1)),
-                    "values": values.tolist()}
-        train = {k: stats(lambda r: r[k]) for k in AE_KEYS}
-        summary[base] = {
-            "rows": names, **train,
-            "heldout_map": {k: stats(lambda r: r["heldout_map"][k]) for k in AE_KEYS},
-            "mean_clears_bars": all(train[k]["mean"] >= v for k, v in AE_BARS.items()),
-            "seeds_clearing_bars": sum(all(rows[n][k] >= v for k, v in AE_BARS.items())
-                                       for n in names)}
-    return summary
+    """Rows trained again at other seeds (BASE, BASE_seed1, ...) pooled by
+    `long.combine_seeds` on the training maps and on the held-out map, with AE_BARS checked
+    for the mean and for each seed."""
+    train = combine_seeds(rows, AE_KEYS)
+    held = combine_seeds({n: r["heldout_map"] for n, r in rows.items()}, AE_KEYS)
+
+    def clears(scores) -> bool:
+        return all(scores[k] >= bar for k, bar in AE_BARS.items())
+
+    return {base: {**stats, "heldout_map": held[base],
+                   "mean_clears_bars": clears({k: stats[k]["mean"] for k in AE_BARS}),
+                   "seeds_clearing_bars": sum(clears(r) for n, r in rows.items()
+                                              if n.split(SEED_SUFFIX)[0] == base)}
+            for base, stats in train.items()}
 
 
 def compare_autoencoders(spec: str, cache: Path, out: Path, argv, strip: str | None = None,

@@ -439,9 +439,9 @@ def test_decoder_only_fine_tuning_keeps_the_latents(tmp_path):
 
 
 def test_seed_rows_are_summarised_against_the_bars():
-    """scripts/compare_worlds.py: rows BASE_seedN beside BASE (its seed 0) get their mean,
-    sample standard deviation and per-seed values, and the bar check of the mean and of each
-    seed; a seed row without its BASE and a row without seeds are left alone."""
+    """scripts/compare_worlds.py: rows BASE_seedN beside BASE (its seed 0) pooled by
+    `combine_seeds` (mean, sample standard deviation, min, max), with the bar check of the
+    mean and of each seed; a row without other seeds is left alone."""
     import importlib.util
     from pathlib import Path
 
@@ -457,10 +457,11 @@ def test_seed_rows_are_summarised_against_the_bars():
     rows = {"ch4": row(32.1, 0.27), "w": row(30.0, 0.69), "w_seed1": row(30.3, 0.71),
             "w_seed2": row(30.6, 0.73), "lone_seed1": row(40.0, 0.9)}
     summary = cw.seed_summary(rows)
-    assert list(summary) == ["w"] and summary["w"]["rows"] == ["w", "w_seed1", "w_seed2"]
+    assert list(summary) == ["w"] and summary["w"]["seeds"] == 3
     assert summary["w"]["psnr"]["mean"] == pytest.approx(30.3)
-    assert summary["w"]["psnr"]["sd"] == pytest.approx(0.3)  # n - 1
-    assert summary["w"]["sharpness_ratio"]["values"] == [0.69, 0.71, 0.73]
+    assert summary["w"]["psnr"]["std"] == pytest.approx(0.3)  # n - 1
+    assert (summary["w"]["sharpness_ratio"]["min"], summary["w"]["sharpness_ratio"]["max"]) \
+        == (0.69, 0.73)
     assert summary["w"]["heldout_map"]["psnr"]["mean"] == pytest.approx(28.8)
     assert summary["w"]["mean_clears_bars"] and summary["w"]["seeds_clearing_bars"] == 2
     rows["w_seed2"] = row(29.4, 0.73)  # the mean PSNR falls under 30 dB
