@@ -1,4 +1,4 @@
-"""`python -m worldlab data record | info | validate | subset | import-re10k`.
+"""`python -m worldlab data record | info | validate | rebuild-index | subset | import-re10k`.
 
     python -m worldlab data record --preset small --out runs/data/doom   # the preset's data
     python -m worldlab data record --engine procedural --episodes 8 --frames 64 --size 64 \
@@ -6,6 +6,8 @@
     python -m worldlab data record --start random --maps MAP01,MAP02 \
         --monsters invulnerable --out runs/data/doom2   # seeds alternate between the maps
     python -m worldlab data info --store runs/data/procedural
+    python -m worldlab data validate --store runs/data/procedural   # every damaged file
+    python -m worldlab data rebuild-index --store runs/data/procedural   # a new index.json
     python -m worldlab data subset --store runs/data/doom2 --per-map MAP01=8,MAP02=2 \
         --out runs/data/doom2_small   # the first episodes of each map, same ids
 
@@ -100,6 +102,18 @@ def _cmd_validate(args) -> int:
     return 1 if problems else 0
 
 
+def _cmd_rebuild_index(args) -> int:
+    import warnings
+
+    with warnings.catch_warnings(record=True) as said:
+        warnings.simplefilter("always")
+        index = EpisodeStore.open(args.store).rebuild_index()
+    for warning in said:  # the damaged files left out, one line each
+        print(warning.message)
+    print(f"indexed {len(index)} episodes in {args.store}")
+    return 1 if said else 0
+
+
 def _cmd_import_re10k(args) -> int:
     from .realestate import import_realestate10k
 
@@ -149,6 +163,10 @@ def configure_cli(parser: argparse.ArgumentParser) -> None:
     val = sub.add_parser("validate", help="re-read and validate every episode of a store")
     val.add_argument("--store", required=True)
     val.set_defaults(func=_cmd_validate)
+    reb = sub.add_parser("rebuild-index", help="write a new index.json from the episode "
+                         "files that read whole, naming the damaged ones left out")
+    reb.add_argument("--store", required=True)
+    reb.set_defaults(func=_cmd_rebuild_index)
     sel = sub.add_parser("subset", help="copy the first episodes of each map into a new "
                          "store (same ids)")
     sel.add_argument("--store", required=True, help="the store to take episodes from")

@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from ..atomic import atomic_write
+from ..atomic import atomic_write, remove_dead_temps
 from .schema import Episode, EpisodeError, check_id
 from .store import EpisodeStore
 
@@ -28,6 +28,7 @@ class LatentCache:
     def __init__(self, root: str | Path):
         self.root = Path(root)
         self.root.mkdir(parents=True, exist_ok=True)
+        remove_dead_temps(self.root)  # what an encoder killed mid-put left
         # read once: latents are small, reads are not; keyed by the file's stat, so a file
         # changed on disk is read (and checked) again
         self._memory: dict[str, tuple[tuple, np.ndarray]] = {}

@@ -24,7 +24,6 @@ from __future__ import annotations
 import dataclasses
 import json
 import re
-import zipfile
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
@@ -246,7 +245,7 @@ def load_episode(path: str | Path) -> Episode:
             prompts=[PromptSegment(**p) for p in header["prompts"]],
             events=[Event(**e) for e in header["events"]], meta=header["meta"])
         return episode.validate()
-    except (OSError, EOFError, ValueError, KeyError, TypeError, zipfile.BadZipFile) as e:
+    except Exception as e:  # damage surfaces as zlib, zipfile, numpy or json errors alike
         raise EpisodeError(f"cannot read episode file {path}: {type(e).__name__}: {e}") from e
 
 
@@ -268,5 +267,5 @@ def load_track(path: str | Path) -> Track:
         prompts = [PromptSegment(**p) for p in header["prompts"]]
         _check_prompts(prompts, len(c2w))
         return Track(c2w, actions, prompts)
-    except (OSError, EOFError, ValueError, KeyError, TypeError, zipfile.BadZipFile) as e:
+    except Exception as e:  # damage surfaces as zlib, zipfile, numpy or json errors alike
         raise EpisodeError(f"cannot read episode file {path}: {type(e).__name__}: {e}") from e

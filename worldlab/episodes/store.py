@@ -1,29 +1,39 @@
 """The episode store: a directory of `<id>.npz` episodes (see `schema`) and `index.json`,
-safe with several writer processes and with a writer killed at any moment.
+safe with several writer processes, with readers racing them, and with a writer that fails
+or is killed at any moment.
 
 Every file appears whole (temp file + rename, `worldlab.atomic`), so a reader never sees a
 half-written episode or index. On top of that:
 
-Writers take turns. A write holds an exclusive `fcntl.flock` on the store directory itself
-from id allocation to its last index update, so automatic ids stay unique and no writer's
-read-modify-write of index.json overwrites another's. The lock is on the directory, not on
-a `.lock` file or one entry file per episode, so the directory holds only episodes and the
-index, as before; and the kernel drops a flock when its holder dies, so a killed writer
-leaves no stale lock. (flock is advisory and per machine: it does not protect a store that
-processes on several machines write over NFS.) `validate_all` and `rebuild_index` take the
-lock too, to see no write half done; `index`, `ids` and `read` need none.
+Writers take turns, and listings wait for them. A write holds an exclusive `fcntl.flock` on
+the store directory itself from id allocation to its last index update, so automatic ids
+stay unique and no writer's read-modify-write of index.json overwrites another's; a listing
+(`ids`, `index`, `describe`, `validate_all`) holds a shared one while it reads index.json and
+the file names, so what it lists is what the index holds, never a write half done. The lock
+is on the directory, not on a `.lock` file, so the directory holds only episodes and the
+index; and the kernel drops a flock when its holder dies, so a killed writer leaves no stale
+lock. (flock is advisory and per machine: it does not protect a store that processes on
+several machines write over NFS.) `read` needs no lock: a file is whole or absent.
 
-A write is journaled. An episode and its index entry are two files, and no single rename
-commits both, so a write first lists its id under "pending" in index.json, then writes the
-episode, then moves the id from "pending" to "episodes". A pending id is a write in
-flight: `ids` and `validate_all` leave it out, so a store whose writer was killed at any
-point is consistent. The next write (which holds the lock, so that writer is dead) ends
-such a write: it indexes the episode file if one was written and reads, and otherwise
-drops the id, with a warning either way.
+A write is journaled and undone on failure. An episode and its index entry are two files,
+and no single rename commits both, so a write first lists its id under "pending" in
+index.json, then writes the episode, then moves the id from "pending" to "episodes". A
+write that fails in a way the process survives (an exception, a full disk, Ctrl-C) undoes
+itself: a new episode's file is removed, an overwritten one's previous version (kept as a
+hard link while the write runs) is put back, and the pending id is dropped, so a retry
+stores the episode once. A writer killed outright (SIGKILL, power loss) cannot undo: its
+pending id is ended by the next `recover`, which indexes the episode file if it reads whole
+(the recording is kept) and otherwise drops the id, with a warning either way.
+
+`recover` (exclusive lock) ends such writes, removes the temp files killed writers left (no
+live writer can own one while the lock is held), and rebuilds a missing index.json from the
+episode files, saying so. `open`, every write and a listing that meets a dead writer's
+pending id or a lost index run it. On a store it cannot write (read-only), a listing leaves
+pending ids out and a missing index raises EpisodeError naming it.
 
 index.json is checked whenever it is read, and before anything is written, so a malformed
 one raises EpisodeError naming it and leaves the directory as it was; `rebuild_index`
-(which reads only the episodes) writes a new one.
+(which reads only the episodes) writes a new one, naming the damaged files it left out.
 """
 
 from __future__ import annotations
@@ -31,6 +41,9 @@ from __future__ import annotations
 import fcntl
 import json
 import os
+import re
+import secrets
+import shutil
 import warnings
 from contextlib import contextmanager
 from pathlib import Path
@@ -76,7 +89,8 @@ def _check_index(doc, path: Path) -> tuple[dict[str, dict], list[str]]:
     holds and what was expected if it is not a store index."""
     def bad(found: str, expected: str = INDEX_LAYOUT) -> EpisodeError:
         return EpisodeError(f"store index {path}: {found}; expected {expected} "
-                            f"(rebuild_index writes a new one from the episodes)")
+                            f"(python -m worldlab data rebuild-index writes a new one from "
+                            f"the episodes)")
 
     if not isinstance(doc, dict):
         raise bad(f"found {_show(doc)}")
@@ -100,6 +114,12 @@ def _check_index(doc, path: Path) -> tuple[dict[str, dict], list[str]]:
 # ----------------------------------------------------------------------------------------
 
 
+# the temp files of `atomic_write` (.<name>.<random>.tmp) for the files a store writes, and
+# the previous version an overwrite keeps aside under the same pattern
+_TEMP_RE = re.compile(r"^\.(index\.json|[A-Za-z0-9][A-Za-z0-9_.-]*\.npz)"
+                      r"\.[A-Za-z0-9_-]+\.tmp$")
+
+
 class EpisodeStore:
     """A directory of `<id>.npz` episodes and an `index.json` summary of them."""
 
@@ -111,15 +131,21 @@ class EpisodeStore:
 
     @classmethod
     def open(cls, store: "EpisodeStore | str | Path") -> "EpisodeStore":
-        """`store` itself if it is one, else the store that exists at that path (for
-        reading: a missing folder raises FileNotFoundError naming it, and makes nothing)."""
+        """`store` itself if it is one, else the store that exists at that path (a missing
+        folder raises FileNotFoundError naming it, and makes nothing), recovered from what
+        killed writers left (`recover`) where it can be written."""
         if isinstance(store, cls):
             return store
         if not Path(store).is_dir():
             raise FileNotFoundError(f"no episode store at {store}: expected a folder of "
                                     f"<id>.npz episodes and {cls.INDEX} (python -m worldlab "
                                     f"data record writes one)")
-        return cls(store)
+        store = cls(store)
+        try:
+            store._try_recover()
+        except EpisodeError:  # a malformed index: every listing names it, and
+            pass  # rebuild_index (which needs an open store) replaces it
+        return store
 
     def path(self, episode_id: str) -> Path:
         check_id(episode_id)
@@ -128,18 +154,6 @@ class EpisodeStore:
     def _files(self) -> list[str]:
         """Ids of every `<id>.npz`, including writes in flight (temp files start with .)."""
         return sorted(p.stem for p in self.root.glob("*.npz") if not p.name.startswith("."))
-
-    def _settled(self, pending: list[str]) -> list[str]:
-        """Ids of the episode files, less the `pending` writes in flight."""
-        in_flight = set(pending)
-        return [i for i in self._files() if i not in in_flight]
-
-    def ids(self) -> list[str]:
-        """Ids of the stored episodes: every `<id>.npz` but those of writes in flight."""
-        return self._settled(self._read_index()[1])
-
-    def __len__(self) -> int:
-        return len(self.ids())
 
     @contextmanager
     def _locked(self, operation: int):
@@ -157,24 +171,18 @@ class EpisodeStore:
             fcntl.flock(fd, fcntl.LOCK_UN)
             os.close(fd)
 
-    def _read_index(self) -> tuple[dict[str, dict], list[str]]:
-        """(episodes, pending ids) of index.json, checked; ({}, []) for a new store."""
+    def _read_index(self) -> tuple[dict[str, dict], list[str]] | None:
+        """(episodes, pending ids) of index.json, checked; None where there is none."""
         path = self.root / self.INDEX
-        if not path.exists():
-            return {}, []
         try:
             doc = json.loads(path.read_bytes())
+        except FileNotFoundError:
+            return None
         except (OSError, ValueError) as e:  # ValueError: bad JSON or bad UTF-8
             raise EpisodeError(f"store index {path} cannot be read as JSON ({e}); expected "
-                               f"{INDEX_LAYOUT} (rebuild_index writes a new one from the "
-                               f"episodes)") from e
+                               f"{INDEX_LAYOUT} (python -m worldlab data rebuild-index "
+                               f"writes a new one from the episodes)") from e
         return _check_index(doc, path)
-
-    @property
-    def index(self) -> dict[str, dict]:
-        """id -> summary (frames, size, engine, map, policy, seed, events, has_depth) of
-        every episode whose write finished."""
-        return self._read_index()[0]
 
     def _write_index(self, episodes: dict[str, dict], pending: tuple[str, ...] = ()) -> None:
         doc = {"format": FORMAT_VERSION, "episodes": dict(sorted(episodes.items()))}
@@ -183,13 +191,50 @@ class EpisodeStore:
         text = json.dumps(doc, indent=1)
         atomic_write(self.root / self.INDEX, lambda f: f.write(text.encode()))
 
+    # ------------------------------------------------------------------------------------
+    # Listing: one moment with no write in flight
+    # ------------------------------------------------------------------------------------
+
+    def _view(self) -> tuple[dict[str, dict], list[str]]:
+        """(index entries, ids of the indexed episodes whose files are here), read under
+        the shared lock; a dead writer's pending id or a lost index is recovered first."""
+        if not self.root.is_dir():
+            return {}, []
+        for attempt in range(2):
+            with self._locked(fcntl.LOCK_SH):
+                doc, files = self._read_index(), self._files()
+            if attempt or not (doc[1] if doc is not None else files):
+                break
+            self._try_recover()  # under LOCK_SH no writer was live: these are dead ones'
+        if doc is None:
+            if files:
+                raise EpisodeError(f"store index {self.root / self.INDEX} is missing while "
+                                   f"{len(files)} episode files are here, and the store "
+                                   f"cannot be written to rebuild it; expected {INDEX_LAYOUT}")
+            return {}, []
+        episodes, pending = doc
+        return episodes, sorted(set(episodes).intersection(files).difference(pending))
+
+    def ids(self) -> list[str]:
+        """Ids of the stored episodes: indexed, their files here, no write of them pending."""
+        return self._view()[1]
+
+    def __len__(self) -> int:
+        return len(self.ids())
+
+    @property
+    def index(self) -> dict[str, dict]:
+        """id -> summary (frames, size, engine, map, policy, seed, events, has_depth) of
+        every episode whose write finished."""
+        return self._view()[0]
+
     def describe(self, ids: list[str] | None = None) -> dict:
         """What episodes `ids` (default: all) are, in `config.DataConfig` fields, from the
         index: engine and map ("+"-joined if several), size, episode count, frames (the
         longest), policy ("mix" if several), and event_rate, start and monsters (each None
         where the episodes differ or the index predates the field)."""
-        index = self.index
-        ids = self.ids() if ids is None else list(ids)
+        index, listed = self._view()
+        ids = listed if ids is None else list(ids)
         missing = [i for i in ids if i not in index]
         if not ids or missing:
             why = "none given" if not ids else f"{missing[0]!r} is not indexed"
@@ -207,6 +252,10 @@ class EpisodeStore:
                 "event_rate": _shared(entries, "event_rate"),
                 "start": _shared(entries, "start"), "monsters": _shared(entries, "monsters")}
 
+    # ------------------------------------------------------------------------------------
+    # Writing, journaled and undone on failure
+    # ------------------------------------------------------------------------------------
+
     def next_id(self) -> str:
         """The id an automatic `write` takes now (another writer may take it first: only
         `write`, under the lock, allocates it)."""
@@ -216,30 +265,85 @@ class EpisodeStore:
     def write(self, episode: Episode, episode_id: str | None = None,
               overwrite: bool = False) -> str:
         """Store an episode and index it; return its id (the next number if None). The
-        episode and index.json are checked before anything is written; safe to call from
-        several processes at once (see the module docstring)."""
+        episode and index.json are checked before anything is written; a write that fails
+        leaves the store as it was (see the module docstring)."""
         episode.validate()
         with self._locked(fcntl.LOCK_EX):
-            episodes = self._end_pending(*self._read_index())
+            episodes = self._recover_locked()
             episode_id = self.next_id() if episode_id is None else episode_id
             path = self.path(episode_id)
-            if path.exists() and not overwrite:
+            existed = path.exists()
+            if existed and not overwrite:
                 raise ValueError(f"episode {episode_id!r} already exists in {self.root}; "
                                  f"pass overwrite=True or another id")
             self._write_index(episodes, pending=(episode_id,))
+            previous = None
             try:
+                previous = _keep_aside(path) if existed else None
                 save_episode(episode, path)
-            except BaseException:  # the episode file is as it was: so must the index be
-                self._write_index(episodes)
+                self._write_index({**episodes, episode_id: {"id": episode_id,
+                                                            **episode.summary()}})
+            except BaseException:
+                self._undo(path, existed, previous, episodes)
                 raise
-            self._write_index({**episodes, episode_id: {"id": episode_id,
-                                                        **episode.summary()}})
+            finally:
+                if previous is not None:
+                    previous.unlink(missing_ok=True)
         return episode_id
 
+    def _undo(self, path: Path, existed: bool, previous: Path | None,
+              episodes: dict[str, dict]) -> None:
+        """Put the store back as it was before a failed write of `path` (lock held)."""
+        try:
+            if previous is not None:
+                os.replace(previous, path)
+            elif not existed:
+                path.unlink(missing_ok=True)
+            self._write_index(episodes)
+        except OSError as e:  # left pending: the next recover ends it
+            warnings.warn(f"{self.root}: could not undo the failed write of {path.name} "
+                          f"({e}); the next open or write of the store will", stacklevel=3)
+
+    # ------------------------------------------------------------------------------------
+    # Recovery: what killed writers left, and a lost index
+    # ------------------------------------------------------------------------------------
+
+    def _dead_temps(self) -> list[Path]:
+        return [p for p in self.root.glob(".*.tmp") if _TEMP_RE.match(p.name)]
+
+    def recover(self) -> None:
+        """End the writes killed writers left pending, remove their temp files, and rebuild
+        a missing index.json from the episode files (each with a warning); a store with
+        nothing to recover is not locked or written."""
+        if not self.root.is_dir():
+            return
+        doc = self._read_index()
+        if self._dead_temps() or (doc[1] if doc is not None else self._files()):
+            with self._locked(fcntl.LOCK_EX):
+                self._recover_locked()
+
+    def _try_recover(self) -> None:
+        """`recover`, or a warning where the store cannot be written (read-only)."""
+        try:
+            self.recover()
+        except OSError as e:
+            warnings.warn(f"{self.root}: cannot recover the store ({e}); listings leave "
+                          f"out writes that did not finish", stacklevel=3)
+
+    def _recover_locked(self) -> dict[str, dict]:
+        """`recover` with the exclusive lock held (so no live writer exists); returns the
+        episodes of the index."""
+        for temp in self._dead_temps():
+            temp.unlink(missing_ok=True)
+        doc = self._read_index()
+        if doc is None:
+            return self._rebuild(announce="it was missing") if self._files() else {}
+        return self._end_pending(*doc)
+
     def _end_pending(self, episodes: dict[str, dict], pending: list[str]) -> dict[str, dict]:
-        """End the writes a dead writer left pending (the caller holds the lock, so no live
-        one can be): index an episode file that reads, drop the id of one that does not
-        (a damaged file stays, for `validate_all` to report). Returns the episodes."""
+        """End the writes a killed writer left pending: index an episode file that reads,
+        drop the id of one that does not (a damaged file stays, for `validate_all` to
+        report). Returns the episodes."""
         if not pending:
             return episodes
         episodes = dict(episodes)
@@ -248,11 +352,41 @@ class EpisodeStore:
                 episodes[i] = {"id": i, **load_episode(self.path(i)).summary()}
                 outcome = "indexed the episode file found at its path"
             except EpisodeError as e:
+                episodes.pop(i, None)
                 outcome = f"dropped the id: {e}"
-            warnings.warn(f"{self.root}: a writer died while writing episode {i!r}; "
-                          f"{outcome}", stacklevel=3)
+            warnings.warn(f"{self.root}: the write of episode {i!r} did not finish (its "
+                          f"writer was killed); {outcome}", stacklevel=4)
         self._write_index(episodes)
         return episodes
+
+    def rebuild_index(self) -> dict[str, dict]:
+        """Re-read every episode file and rewrite index.json from those that read whole,
+        with a warning naming each one left out. The explicit repair: it ignores the old
+        index, so it also replaces a malformed one."""
+        with self._locked(fcntl.LOCK_EX):
+            for temp in self._dead_temps():
+                temp.unlink(missing_ok=True)
+            return self._rebuild()
+
+    def _rebuild(self, announce: str = "") -> dict[str, dict]:
+        index, left_out = {}, []
+        for i in self._files():
+            try:
+                index[i] = {"id": i, **load_episode(self.path(i)).summary()}
+            except EpisodeError as e:
+                left_out.append(str(e))
+        self._write_index(index)
+        if announce or left_out:
+            why = f" ({announce})" if announce else ""
+            bad = f"; left out {len(left_out)} damaged: " + "; ".join(left_out) if left_out \
+                else ""
+            warnings.warn(f"{self.root}: rebuilt {self.INDEX}{why} from {len(index)} "
+                          f"episode files{bad}", stacklevel=3)
+        return index
+
+    # ------------------------------------------------------------------------------------
+    # Reading and checking
+    # ------------------------------------------------------------------------------------
 
     def _stored(self, episode_id: str) -> Path:
         path = self.path(episode_id)
@@ -268,32 +402,41 @@ class EpisodeStore:
         """Poses, actions and prompts of an episode, without reading its pixels."""
         return load_track(self._stored(episode_id))
 
-    def rebuild_index(self) -> dict[str, dict]:
-        """Re-read every episode file and rewrite index.json (untouched if any file is bad).
-        The explicit repair: it ignores the old index, so it also replaces a malformed one."""
-        with self._locked(fcntl.LOCK_EX):
-            index = {i: {"id": i, **self.read(i).summary()} for i in self._files()}
-            self._write_index(index)
-        return index
-
     def validate_all(self) -> dict[str, str]:
-        """id -> problem for every episode that fails to load or validate ({} = all good);
-        also reports episodes missing from, or stale in, the index. Writes in flight (or
-        left pending by a dead writer) are not episodes yet and are not checked."""
+        """id -> problem for every episode file that fails to load or validate, is missing
+        from the index or stale in it, and every index entry whose file is gone ({} = all
+        good); it never stops at the first. Writes in flight are not episodes yet."""
+        if not self.root.is_dir():
+            return {}
+        self._view()  # recovers what a killed writer left, or raises on a lost index
         problems = {}
         with self._locked(fcntl.LOCK_SH):
-            index, pending = self._read_index()
-            ids = self._settled(pending)
-            for i in ids:
+            index, pending = self._read_index() or ({}, [])
+            files = set(self._files()).difference(pending)
+            for i in sorted(files):
                 try:
-                    ep = self.read(i)
-                    if index.get(i) != {"id": i, **ep.summary()}:
-                        problems[i] = "index entry missing or stale (run rebuild_index)"
+                    summary = {"id": i, **self.read(i).summary()}
                 except EpisodeError as e:
                     problems[i] = str(e)
-            for i in sorted(set(index) - set(ids) - set(pending)):
-                problems[i] = "in index.json but the file is missing"
+                    continue
+                if i not in index:
+                    problems[i] = f"not in {self.INDEX} (run data rebuild-index)"
+                elif index[i] != summary:
+                    problems[i] = f"its {self.INDEX} entry is stale (run data rebuild-index)"
+            for i in sorted(set(index) - files - set(pending)):
+                problems[i] = f"in {self.INDEX} but the file is missing"
         return problems
+
+
+def _keep_aside(path: Path) -> Path:
+    """A second name for the file at `path` (a hard link, or a copy where links are not
+    supported), so an overwrite that fails can put it back; the name is a temp file's."""
+    aside = path.with_name(f".{path.name}.{os.getpid()}-{secrets.token_hex(4)}.tmp")
+    try:
+        os.link(path, aside)
+    except OSError:
+        shutil.copy2(path, aside)
+    return aside
 
 
 def _shared(entries: list[dict], key: str):
