@@ -133,6 +133,14 @@ def test_a_lost_index_on_a_read_only_store_is_refused_naming_it(tmp_path):
             with pytest.raises(EpisodeError, match=r"index\.json is missing.*1 episode"):
                 store.ids()
         assert sorted(os.listdir(root)) == ["000000.npz"]
+        subprocess.run(["mount", "-o", "remount,rw", str(root)], check=True)
+        with pytest.warns(UserWarning, match="it was missing"):
+            store.recover()  # writable again: the index is rebuilt
+        before = snapshot(root)
+        subprocess.run(["mount", "-o", "remount,ro", str(root)], check=True)
+        with pytest.raises(OSError, match="Read-only"):  # a write that may not write
+            store.write(make_episode(t=6, seed=1))
+        assert snapshot(root) == before and store.ids() == ["000000"]
 
 
 # ----------------------------------------------------------------------------------------
