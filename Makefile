@@ -21,10 +21,13 @@ lab: setup  ## JupyterLab on the repository, the quickstart notebook open
 demo: setup  ## the quickstart, headless: executed copy + outputs under runs/demo/
 	$(PY) ci/run_notebooks.py --only notebooks/00_quickstart.ipynb --out runs/demo --params ci/params.yaml --profile demo
 
-test: setup  ## unit tests, the tutorials' stored outputs (nbval), every notebook at CI sizes
+# the browser checks (play, the HTML report) run last: the report is notebook 08's; without
+# Chromium (setup installs it only as root) they say why and are skipped
+test: setup  ## unit tests, the tutorials' stored outputs (nbval), every notebook at CI sizes, the browser checks
 	$(PY) -m pytest -q tests
 	$(PY) -m pytest -q --nbval tutorials/ --nbval-sanitize-with tutorials/nbval_sanitize.cfg
 	$(PY) ci/run_notebooks.py --out runs/ci --params ci/params.yaml --profile ci
+	$(PY) ci/browser_checks.py
 
 clean:
 	rm -rf runs/ci runs/demo

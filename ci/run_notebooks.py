@@ -4,7 +4,9 @@
     python ci/run_notebooks.py --only notebooks/00_quickstart.ipynb --profile demo --out runs/demo
 
 papermill injects into each notebook's one `parameters` cell only the keys that cell
-declares. Executed copies land in --out; a notebook that raises fails the run (exit 1).
+declares. Executed copies land in --out; a notebook that raises, or whose executed copy shows
+more than one figure in a cell (`figures_per_cell`) or points outside a 3D figure's axes
+(`scenes_out_of_view`), fails the run (exit 1).
 By default it runs notebooks/ only: the tutorials keep their outputs and `make test` checks
 them with nbval (`pytest --nbval tutorials/`), which executes them already.
 """
@@ -56,6 +58,47 @@ def declared_parameters(nb: dict) -> dict:
     return out
 
 
+PLOTLY = "application/vnd.plotly.v1+json"  # the mime type of a figure (viz.RENDERER)
+
+
+def _title(fig: dict) -> str | None:
+    title = fig.get("layout", {}).get("title")
+    return title.get("text") if isinstance(title, dict) else title
+
+
+def figures_per_cell(nb: dict) -> list[str]:
+    """One line per cell of an executed notebook that holds more than one plotly figure: a
+    live plot that appended a copy per update instead of redrawing one (wl.viz.LiveLoss), or
+    a loop that showed a figure per engine where one figure of subplots reads better."""
+    problems = []
+    for cell in nb["cells"]:
+        titles = [_title(o["data"][PLOTLY]) for o in cell.get("outputs", [])
+                  if PLOTLY in o.get("data", {})]
+        if len(titles) > 1:
+            problems.append(f"cell {cell.get('id')}: {len(titles)} plotly figures (titled "
+                            f"{sorted(set(map(str, titles)))}); a cell shows at most one "
+                            f"(redraw it in place: wl.viz.LiveLoss; one figure of subplots)")
+    return problems
+
+
+def scenes_out_of_view(nb: dict) -> list[str]:
+    """One line per stored 3D figure that draws points outside its own axis ranges
+    (`wl.viz.check_in_view`): such points are invisible, and the figure looks empty."""
+    import plotly.graph_objects as go
+
+    from worldlab.viz import check_in_view
+
+    problems = []
+    for cell in nb["cells"]:
+        for out in cell.get("outputs", []):
+            if PLOTLY in out.get("data", {}):
+                try:
+                    check_in_view(go.Figure(out["data"][PLOTLY]))
+                except ValueError as e:
+                    problems.append(f"cell {cell.get('id')}: {e}")
+    return problems
+
+
 def load_profile(path: Path, profile: str) -> dict:
     import yaml
 
@@ -94,9 +137,14 @@ def main(argv=None) -> int:
             pm.execute_notebook(str(path), str(target), parameters=params,
                                 kernel_name=args.kernel, cwd=str(path.parent),
                                 progress_bar=False, store_widget_state=False)
+            executed = json.loads(target.read_text())
+            problems = figures_per_cell(executed) + scenes_out_of_view(executed)
         except Exception as e:  # papermill raises PapermillExecutionError with the cell
+            problems = [str(e)]
+        if problems:
             failed.append(path.name)
-            print(f"[notebooks] FAILED {path.name}: {e}", file=sys.stderr, flush=True)
+            print(f"[notebooks] FAILED {path.name}: " + "; ".join(problems), file=sys.stderr,
+                  flush=True)
         timings[path.name] = round(time.perf_counter() - t0, 1)
         print(f"[notebooks] {path.name}: {timings[path.name]} s", flush=True)
     (out_dir / "timings.json").write_text(json.dumps(timings, indent=2))

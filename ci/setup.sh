@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # One-time setup for worldlab: venv, torch for this machine, worldlab + extras, the OS
-# library open3d needs, and the Jupyter kernel `worldlab`. Safe to run again.
+# library open3d needs, Chromium for the browser checks, and the Jupyter kernel `worldlab`.
+# Safe to run again.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=.venv/bin/python
@@ -36,8 +37,22 @@ if ! ldconfig -p 2>/dev/null | grep -q "libusb-1.0.so.0"; then
   fi
 fi
 
+# Chromium for make test's browser checks (ci/browser_checks.py drives Debian's build through
+# playwright; playwright's own browser download is never used). Optional: without root the
+# checks say why they are skipped and everything else still runs.
+if [ ! -x /usr/bin/chromium ]; then
+  if [ "$(id -u)" = "0" ]; then
+    echo "[setup] installing chromium (make test's browser checks)"
+    (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium) \
+      >/dev/null || echo "[setup] could not install chromium: the browser checks will be skipped"
+  else
+    echo "[setup] no Chromium: make test will skip its browser checks (to run them:"
+    echo "    sudo apt-get install -y chromium)"
+  fi
+fi
+
 echo "[setup] installing worldlab and its dependencies"
-"$PY" -m pip install -q -e ".[test]"
+"$PY" -m pip install -q -e ".[test,browser]"
 "$PY" -m ipykernel install --sys-prefix --name worldlab --display-name "worldlab" >/dev/null
 # JupyterLab in .venv opens quietly: open3d's dependency dash ships an old-style lab
 # extension that would pop up "Build Recommended" (nothing needs building: we use no dash

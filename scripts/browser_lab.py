@@ -1,7 +1,8 @@
 """JupyterLab for scripts/browser_play_check.py: a copy of the notebook in a temporary
 folder, a server on a free port in its own process group (so its kernel stops with it), and
-the few things the page's JupyterLab is asked (kernel ready, every cell run, dialogs).
-A developer tool, not part of the package or of CI."""
+the few things the page's JupyterLab is asked (kernel ready, every cell run, dialogs); and
+the Chromium flags both browser checks launch with. Not part of the package; `make test`
+runs the checks through ci/browser_checks.py."""
 
 from __future__ import annotations
 
@@ -13,6 +14,13 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+
+
+# headless Debian Chromium as root in a container, offline and quiet: no sandbox (root), no
+# GPU, nothing fetched in the background; Playwright adds a fresh --user-data-dir itself
+CHROMIUM_FLAGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+                  "--disable-background-networking", "--disable-component-update",
+                  "--disable-sync"]
 
 
 def notebook_copy(notebook: Path, folder: Path, checkpoint: str) -> Path:

@@ -2,9 +2,10 @@
 
     .venv/bin/python scripts/browser_report_check.py runs/eval/benchmark/full.html
 
-A developer tool, not part of CI (like `browser_play_check.py`, whose setup it shares: the
-`browser` extra and the distribution's Chromium). It loads the page from disk with the
-network blocked, so a figure that needs anything but the page itself fails, then checks:
+`make test` runs it on notebook 08's report (through `ci/browser_checks.py`, with
+`browser_play_check.py`, whose setup it shares: the `browser` extra and Debian's Chromium).
+It loads the page from disk with the network blocked, so a figure that needs anything but
+the page itself fails, then checks:
 
 - no script error and no console error;
 - every plotly figure is drawn (its `div.js-plotly-plot` holds an SVG with at least one trace);
@@ -22,6 +23,8 @@ import json
 import sys
 import time
 from pathlib import Path
+
+from browser_lab import CHROMIUM_FLAGS
 
 COUNTS = """() => ({
   worlds: document.querySelectorAll('h2').length,
@@ -58,7 +61,8 @@ def check_page(args) -> dict:
 
     errors, blocked = [], []
     with sync_playwright() as pw:
-        browser = pw.chromium.launch(executable_path=args.chromium, headless=True)
+        browser = pw.chromium.launch(executable_path=args.chromium, headless=True,
+                                     args=CHROMIUM_FLAGS)
         try:
             page = browser.new_page(viewport={"width": 1200, "height": 900})
             page.on("pageerror", lambda e: errors.append(f"page error: {e}"))
@@ -97,7 +101,9 @@ def main(argv=None) -> int:
     summary = check_page(args)
     summary["checks"] = verdicts(summary)
     summary["report"] = str(args.report)
-    (args.out / "summary.json").write_text(json.dumps(summary, indent=2))
+    from worldlab.atomic import atomic_write_bytes
+
+    atomic_write_bytes(args.out / "summary.json", (json.dumps(summary, indent=2) + "\n").encode())
     print(f"{args.report}: {summary['worlds']} worlds, {summary['tables']} tables, "
           f"{summary['figures_drawn']}/{summary['figures']} figures drawn, "
           f"{summary['images_decoded']}/{summary['images']} strips decoded in "

@@ -25,8 +25,9 @@ import numpy as np
 from worldlab.atomic import atomic_write_bytes, atomic_write_json
 from worldlab.evaluate import heldout_episodes
 from worldlab.evaluate.long import combine_seeds
+from worldlab.evaluate.memory_bars import bar_rows
 from worldlab.evaluate.memory_rollout import open_loop
-from worldlab.evaluate.report import print_revisit, provenance
+from worldlab.evaluate.report import print_revisit, print_table, provenance
 from worldlab.evaluate.revisit import POLICIES, SEED_KEYS, return_pairs
 from worldlab.pretrained import load_world
 from worldlab.viz import frame_grid, to_png_bytes
@@ -75,8 +76,9 @@ def _score(result: dict, name: str, key: str) -> float:
 
 
 def bars(result: dict, best: str) -> dict:
-    """The issue's bars: best minus none on return frames and on all frames, tokens against
-    uncompressed retrieval, and every variant's cost."""
+    """The values the issue's bars (`evaluate.memory_bars.MEMORY_BARS`) judge: best minus
+    none on return frames and on all frames, tokens against uncompressed retrieval, and
+    every variant's cost."""
     v = result["variants"]
     timed = {k: r for k, r in v.items() if r.get("ms_per_chunk") is not None}  # seeds: not
     none_ms = v["none"]["ms_per_chunk"]
@@ -130,7 +132,8 @@ def main(argv=None) -> int:
                          for k, r in validation["variants"].items()}},
         **provenance(COMMAND), arguments=list(argv if argv is not None else sys.argv[1:]))
     print_revisit(result)
-    print(json.dumps(result["bars"], indent=1))
+    print_table(bar_rows(result["bars"]), f"the memory bars (best: {args.best}; "
+                                          f"evaluate.memory_bars)")
     print("wrote", atomic_write_json(args.out, result))
     if args.strip:
         _strip(args.strip, result["episodes"], args.steps, args.out.with_name("memory_strip.png"))

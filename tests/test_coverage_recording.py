@@ -106,7 +106,7 @@ def test_data_record_sends_doom_seeds_round_the_maps(tmp_path):
 def test_data_config_checks_the_recording_fields():
     from worldlab.engines.doom import MONSTERS as DOOM_MONSTERS
 
-    assert MONSTERS == DOOM_MONSTERS
+    assert MONSTERS is DOOM_MONSTERS  # spelled once, in the config
     for field, bad, why in (("start", "anywhere", "one of"), ("monsters", "angry", "one of"),
                             ("map", "MAP01++MAP02", "map names joined by")):
         with pytest.raises(ValueError, match=f"data.{field} must be {why}.*{re.escape(bad)}"):

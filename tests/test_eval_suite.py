@@ -14,6 +14,7 @@ import pytest
 from oracle_worlds import straight_walk
 from worldlab import camera
 from worldlab.episodes import record_episode
+from worldlab.evaluate import registry
 from worldlab.evaluate.camera_follow import camera_scores
 from worldlab.evaluate.events import event_scores
 from worldlab.evaluate.full import SuiteSizes, full_suite, suite_sizes
@@ -216,7 +217,11 @@ def test_full_suite_runs_end_to_end_on_a_tiny_world(world, tmp_path):
     sizes = SuiteSizes(episodes=1, horizon=8, starts=1, runtime_chunks=6, revisit_walks=1,
                        revisit_frames=24, cost_chunks=0, long_walks=1, long_frames=72,
                        event_walks=1)
-    result, strips = full_suite(world, None, probes, sizes)
+    titles = []
+    result, strips = full_suite(world, None, probes, sizes, progress=titles.append)
+    assert result["protocols"] == registry.names()  # every protocol, in the registry's order
+    assert titles == [p.title for p in registry.PROTOCOLS]
+    assert set(result["seconds"]) == {*registry.names(), "total"}
     assert set(result["next_chunk"]) == {"world", "repeat"}
     assert result["drift"]["world"]["psnr"]["n"] == 1
     assert set(result["camera"]["world"]["controls"]) == set(MOTION_FIELDS)

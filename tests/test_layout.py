@@ -8,11 +8,16 @@ rooms before it in `STAGES`, and its own modules; never a room after it."""
 from __future__ import annotations
 
 import ast
+import json
+import re
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
 PACKAGE = Path(__file__).resolve().parents[1] / "worldlab"
+DESIGN = PACKAGE.parent / "docs" / "design.md"
 LEAVES = {"paths", "atomic", "camera", "config", "loading", "metrics", "viz"}
 STAGES = ["engines", "episodes", "model", "memory", "pretrained", "train", "evaluate", "play",
           "cli"]  # the package's own __init__ / __main__ sit on top of everything
@@ -132,11 +137,14 @@ def test_leaves_import_only_leaves():
 def test_the_checker_sees_a_circle():
     """The checker is not vacuous: it finds a planted circle and a backwards import."""
     graph = import_graph()
-    assert "worldlab.model.sampler" in graph["worldlab.play.session"]
-    assert "worldlab.model" in graph["worldlab.play.session"]  # the package runs too
-    planted = {**graph, "worldlab.model.sampler": graph["worldlab.model.sampler"] |
-               {"worldlab.play.session"}}
+    assert "worldlab.evaluate.registry" in graph["worldlab.evaluate.full"]
+    assert "worldlab.evaluate.suite" in graph["worldlab.evaluate.registry"]  # the package too
+    planted = {**graph, "worldlab.evaluate.registry": graph["worldlab.evaluate.registry"] |
+               {"worldlab.evaluate.full"}}
     assert find_cycle(planted) is not None
+    backwards = {**graph, "worldlab.model.dit": graph["worldlab.model.dit"] |
+                 {"worldlab.play.session"}}
+    assert any(rank(room(t)) > rank(room(s)) for s, ts in backwards.items() for t in ts)
 
 
 def test_star_import_works():
@@ -154,3 +162,38 @@ def test_rooms_load_through_the_one_import(name):
     import worldlab as wl
 
     assert getattr(wl, name).__name__ == f"worldlab.{name}"
+
+
+def test_every_public_name_loads_on_a_cold_import():
+    """In a fresh interpreter, `wl.<name>` works for every name in `__all__` (a module that
+    only another import had loaded used to raise AttributeError), and every module or room
+    at the top of the package is one of them."""
+    code = ("import json, worldlab as wl; [getattr(wl, m) for m in wl.__all__]; "
+            "print(json.dumps(wl.__all__))")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          cwd=PACKAGE.parent)
+    assert done.returncode == 0, done.stderr[-2000:]
+    names = set(json.loads(done.stdout.strip().splitlines()[-1]))
+    top = {p.stem for p in PACKAGE.glob("*.py")} | {p.parent.name for p in
+                                                    PACKAGE.glob("*/__init__.py")}
+    assert top - {"__init__", "__main__"} <= names, sorted(top - names)
+
+
+def _module_map() -> str:
+    text = DESIGN.read_text()
+    start = text.index("\n## Module map\n")
+    end = text.find("\n## ", start + 1)
+    return text[start:end if end >= 0 else None]
+
+
+def test_design_doc_maps_every_module_and_only_modules():
+    """docs/design.md's module map names every worldlab/**/*.py (its path under worldlab/,
+    in backticks), and every module line of the map ("- `path`: ...") names one that
+    exists."""
+    section = _module_map()
+    files = sorted(str(p.relative_to(PACKAGE)) for p in PACKAGE.rglob("*.py"))
+    missing = [f for f in files if f"`{f}`" not in section]
+    assert not missing, f"docs/design.md's module map lacks {missing}"
+    named = set(re.findall(r"^- `([\w/]+\.py)`:", section, re.M))  # the map's own lines
+    assert not named - set(files), f"the map names modules that do not exist: " \
+                                   f"{sorted(named - set(files))}"

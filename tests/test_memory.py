@@ -1,5 +1,5 @@
 """Memory as switches: the config rules, the memory recipe (variants, zero-effect start,
-clips that carry the memory play would select) and the rollout with memory (MemoryStream:
+clips that carry the memory play would select) and the rollout with memory (Stream:
 the same chunks as a plain rollout without memory, the same selection as training, the 3D
 cache fed and rendered). Tiny procedural worlds, seeded."""
 
@@ -15,9 +15,10 @@ import worldlab as wl
 from worldlab.episodes import EpisodeStore, LatentCache, record_many
 from worldlab.evaluate.memory_rollout import open_loop
 from worldlab.evaluate.generation import generate
-from worldlab.memory.retrieval import select_memory
-from worldlab.memory.stream import MemoryStream
+from worldlab.memory.retrieval import memory_slots, select_memory
+from worldlab.memory.stream import Stream
 from worldlab.model import WorldModel
+from worldlab.model.memory_tokens import MemoryChunks
 from worldlab.pretrained import load_world
 from worldlab.train.memory import VARIANTS, MemoryClips, finetune, load_base, variant_config
 from worldlab.train.recipes import fill_latents
@@ -123,19 +124,29 @@ def test_clips_carry_the_memory_play_selects(store, world):
     K = store.read(store.ids()[0]).K[0]
     clips = MemoryClips(store, LatentCache(store.root / "latents"), 8, 4, mem, K, (32, 32),
                         window=2)
-    batch = clips.gather(list(range(len(clips))))
-    assert batch["memory_latents"].shape == (len(clips), 3, 4, 4, 4, 4)
-    assert batch["memory_c2w"].shape == (len(clips), 3, 4, 4, 4)
+    memory = clips.gather(list(range(len(clips))))["memory"]
+    assert isinstance(memory, MemoryChunks)  # typed, not string keys
+    assert memory.latents.shape == (len(clips), 3, 4, 4, 4, 4)
+    assert memory.c2w.shape == (len(clips), 3, 4, 4, 4)
     for n, (episode_id, start) in enumerate(clips.windows):
         ep = store.read(episode_id)
         chunks = ep.c2w[:len(ep) // 4 * 4].reshape(-1, 4, 4, 4)
         picked = select_memory(chunks, start // 4 + 1, 2, 2, True, K, (32, 32))
-        assert batch["memory_valid"][n].tolist() == [True] * len(picked) + \
-            [False] * (3 - len(picked))
-        for slot, i in enumerate(picked):
-            torch.testing.assert_close(batch["memory_c2w"][n, slot],
+        assert memory.valid[n].tolist() == [True] * len(picked) + [False] * (3 - len(picked))
+        # the picked chunks, then the padding rule's: the chunk before the target
+        for slot, i in enumerate(memory_slots(picked, 3, start // 4 + 1)[0]):
+            torch.testing.assert_close(memory.c2w[n, slot],
                                        torch.as_tensor(chunks[i], dtype=torch.float32))
-    assert bool(batch["memory_valid"].any())  # late chunks of a revisit walk remember
+    assert bool(memory.valid.any())  # late chunks of a revisit walk remember
+
+
+def test_the_padding_rule_is_one_for_training_and_play():
+    assert memory_slots([0, 5], 4, 9) == ([0, 5, 8, 8], [True, True, False, False])
+    assert memory_slots([], 2, 0) == ([0, 0], [False, False])  # chunk 0 pads with itself
+    with pytest.raises(ValueError, match="3 chunks picked for 2 memory slots"):
+        memory_slots([1, 2, 3], 2, 9)
+    with pytest.raises(ValueError, match="target must be an integer >= 0"):
+        memory_slots([], 2, -1)
 
 
 def test_finetune_runs_and_is_a_world(tmp_path, store, world_dir):
@@ -182,33 +193,111 @@ def test_stream_reads_the_memory_training_selects(tmp_path, world_dir, store):
 def test_stream_bad_setups_raise(world):
     mem = dataclasses.replace(world.config.memory, cache3d="own")
     with pytest.raises(ValueError, match="pass depth_head"):
-        MemoryStream(world.model, world.ae, mem, world.config.sample, np.eye(3))
+        Stream(world.model, world.ae, mem, world.config.sample, np.eye(3))
 
 
 def test_play_streams_with_memory_and_takes_back_a_failed_chunk(tmp_path, world_dir, store):
     from worldlab.camera import Action
     from worldlab.play.session import WorldSession
-    from worldlab.play import saved
 
     finetune(world_dir, "retrieval", store, tmp_path / "run", steps=1, batch_size=2)
     wl.train.package(world_dir / "autoencoder", tmp_path / "run", tmp_path / "w")
     session = WorldSession(load_world(tmp_path / "w", device="cpu"), steps=1, twin=False)
     session.reset(engine="procedural", seed=0)
-    memory = session.state.memory
-    assert memory is not None and len(memory.bank) == 1  # the context chunk
+    memory = session.state.stream
+    assert memory.bank is not None and len(memory.bank) == 1  # the context chunk
     for _ in range(12):
         session.step(Action(yaw=30.0))
     assert len(memory.bank) == 1 + 3  # three chunks made
-    chunks, keys = len(memory.bank), session.state.cache.snapshot()[2]
+    chunks, keys = len(memory.bank), memory.cache.chunks
 
     def broken(*args, **kwargs):
         raise RuntimeError("decoder down")
     session.world.decode = broken
     with pytest.raises(RuntimeError, match="decoder down"):
         session.step_chunk(Action(yaw=30.0))
-    assert len(memory.bank) == chunks and session.state.cache.chunks == keys
-    with pytest.raises(saved.SaveError, match="memory cannot be saved"):
-        session.save(tmp_path / "save")
+    assert len(memory.bank) == chunks and memory.cache.chunks == keys
+
+
+def memory_world(tmp_path, world_dir, store, variant: str):
+    """`world_dir` fine-tuned one step as a memory variant and packaged (with an untrained
+    depth head for the variants that need one)."""
+    from worldlab.model.depth_head import DepthHead
+
+    head = None
+    if "own" in variant:
+        torch.manual_seed(0)
+        head = DepthHead()
+        head.save_pretrained(tmp_path / "head")
+    finetune(world_dir, variant, store, tmp_path / "run", steps=1, batch_size=2,
+             depth_head=head)
+    wl.train.package(world_dir / "autoencoder", tmp_path / "run", tmp_path / "w",
+                     depth_head=None if head is None else tmp_path / "head")
+    return load_world(tmp_path / "w", device="cpu")
+
+
+@pytest.mark.parametrize("variant", ["retrieval", "cache3d_own"])
+def test_a_memory_session_saved_mid_walk_resumes_bit_for_bit(tmp_path, world_dir, store,
+                                                            variant):
+    from worldlab.camera import Action
+    from worldlab.play.session import WorldSession
+
+    world = memory_world(tmp_path, world_dir, store, variant)
+    f = world.chunk_frames
+    # turning in place comes back to known views every few chunks: retrieval has work
+    script = [Action(yaw=30.0, forward=0.05 * (i % 2)) for i in range(8 * f)]
+    cut = 5 * f + 2  # mid-chunk, once memory reads chunks older than the window
+
+    def started():
+        s = WorldSession(world, steps=1, twin=False)
+        s.reset(engine="procedural", seed=0)
+        return s
+    ref = started()
+    expected = [ref.step(a).frame for a in script]
+    first = started()
+    for a in script[:cut]:
+        first.step(a)
+    first.save(tmp_path / "saved")
+    first.step(Action(yaw=-45.0))  # diverge after saving: the copy on disk stays
+    resumed = WorldSession(world, steps=1, twin=False)
+    resumed.reset(engine="procedural", seed=3)  # overwritten by load
+    resumed.load(tmp_path / "saved")
+    got = [resumed.step(a).frame for a in script[cut:]]
+    assert all(np.array_equal(g, e) for g, e in zip(got, expected[cut:]))
+    a, b = ref.state.stream, resumed.state.stream
+    assert len(a.bank) == len(b.bank) == 1 + 8 and a.last_memory == b.last_memory
+    assert torch.equal(a.bank.latents(range(9)), b.bank.latents(range(9)))
+    if variant == "retrieval":
+        assert a.last_memory, "the walk never read its memory: the test would prove nothing"
+    else:
+        assert len(a.points) > 0 and np.array_equal(a.points.points, b.points.points)
+        assert np.array_equal(a.points.colors, b.points.colors)
+
+
+def test_a_memory_save_loads_only_into_its_own_memory(tmp_path, world_dir, store):
+    from worldlab.camera import Action
+    from worldlab.play import saved
+    from worldlab.play.session import WorldSession
+
+    world = memory_world(tmp_path, world_dir, store, "retrieval")
+    s = WorldSession(world, steps=1, twin=False)
+    s.reset(engine="procedural", seed=0)
+    s.step_chunk(Action(yaw=30.0))
+    s.save(tmp_path / "saved")
+    tensors, meta = saved.read(tmp_path / "saved")
+    assert meta["version"] == 3 and meta["memory"]["chunks"] == 2
+    assert tuple(tensors["memory.latents"].shape[:2]) == (2, world.chunk_frames)
+    sink = dataclasses.replace(world, config=dataclasses.replace(
+        world.config, memory=dataclasses.replace(world.config.memory, retrieve=0, sink=True)))
+    other = WorldSession(sink, steps=1, twin=False)  # the same model, another memory
+    with pytest.raises(saved.SaveError, match="this world has sink=True"):
+        other.load(tmp_path / "saved")
+    assert other.state is None  # nothing changed
+    bad = dict(tensors, **{"memory.c2w": tensors["memory.c2w"][:1]})
+    saved.write(tmp_path / "bad", bad, {k: v for k, v in meta.items()
+                                         if k not in ("format", "version")})
+    with pytest.raises(saved.SaveError, match="memory.c2w"):
+        WorldSession(world, steps=1, twin=False).load(tmp_path / "bad")
 
 
 def test_a_memory_config_that_does_not_fit_the_checkpoint_names_the_field(tmp_path, world_dir):
@@ -227,7 +316,7 @@ def test_a_memory_config_that_does_not_fit_the_checkpoint_names_the_field(tmp_pa
 def test_memory_stores_refuse_bad_frames_and_keep_their_contents(world, store):
     ep = store.read(store.ids()[0])
     mem = dataclasses.replace(world.config.memory, cache3d="oracle")
-    stream = MemoryStream(world.model, world.ae, mem, world.config.sample, ep.K[0])
+    stream = Stream(world.model, world.ae, mem, world.config.sample, ep.K[0])
     stream.bank.add(torch.zeros(4, 4, 4, 4), ep.c2w[:4])
     stream.observe(ep.rgb[:4], ep.depth[:4])
     before = (len(stream.points), stream.points.points.copy(), len(stream.bank))
@@ -251,7 +340,7 @@ def test_memory_stores_refuse_bad_frames_and_keep_their_contents(world, store):
 def test_observe_fuses_all_frames_or_none(world, store):
     ep = store.read(store.ids()[0])
     mem = dataclasses.replace(world.config.memory, cache3d="oracle", cache_stride=1)
-    stream = MemoryStream(world.model, world.ae, mem, world.config.sample, ep.K[0])
+    stream = Stream(world.model, world.ae, mem, world.config.sample, ep.K[0])
     stream.bank.add(torch.zeros(4, 4, 4, 4), ep.c2w[:4])
     depth = ep.depth[:4].copy()
     depth[3, 0, 0] = np.nan  # the last frame is bad: the first three must not go in either
@@ -264,7 +353,7 @@ def test_the_stream_keeps_its_point_cache_bounded(world, store):
     ep = store.read(store.ids()[0])
     mem = dataclasses.replace(world.config.memory, cache3d="oracle", cache_stride=1,
                               cache_points=6000)
-    stream = MemoryStream(world.model, world.ae, mem, world.config.sample, ep.K[0])
+    stream = Stream(world.model, world.ae, mem, world.config.sample, ep.K[0])
     sizes = []
     for j in range(0, 24, 4):
         stream.bank.add(torch.zeros(4, 4, 4, 4), ep.c2w[j:j + 4])

@@ -81,3 +81,71 @@ def test_contract_checker_rejects(bad, match):
         cells = cells * 2
     with pytest.raises(ValueError, match=match):
         run_notebooks.declared_parameters({"cells": cells})
+
+
+def _plot(title, *names):
+    fig = {"data": [{"type": "scatter", "name": n} for n in names],
+           "layout": {"title": {"text": title}}}
+    return {"output_type": "display_data", "data": {run_notebooks.PLOTLY: fig}}
+
+
+def test_figures_per_cell_flags_every_cell_with_more_than_one():
+    cells = [{"cell_type": "code", "id": "one", "outputs": [_plot("loss", "a")]},
+             {"cell_type": "code", "id": "per-engine",
+              "outputs": [_plot("doom: depth", "a"), _plot("procedural: depth", "a")]},
+             {"cell_type": "code", "id": "stacked",
+              "outputs": [_plot("loss", "a"), {"output_type": "stream", "text": "x"},
+                          _plot("loss", "a"), _plot("loss", "a")]},
+             {"cell_type": "markdown", "id": "text", "source": "# x"}]
+    problems = run_notebooks.figures_per_cell({"cells": cells})
+    assert [p.split(":")[0] for p in problems] == ["cell per-engine", "cell stacked"]
+    assert "3 plotly figures (titled ['loss'])" in problems[1]
+
+
+OLD_LIVE_CELL = '''import plotly.graph_objects as go
+from IPython.display import display
+import worldlab as wl
+wl.viz.set_renderer()
+fig = go.Figure(layout=dict(title="loss (live)"))
+fig.add_scatter(x=[], y=[], name="loss")
+handle = display(fig, display_id=True)
+for step in range(1, 4):
+    fig.data[0].x, fig.data[0].y = list(range(step)), list(range(step))
+    handle.update(fig)'''
+NEW_LIVE_CELL = '''live = wl.viz.LiveLoss("loss (live)", every=1)
+callback = live.callback("loss", total=3)
+for step in range(1, 4):
+    callback({"step": step, "loss": 1.0 / step})'''
+
+
+def test_figures_per_cell_catches_the_old_live_plot_in_a_real_kernel():
+    """The pattern notebooks 02-06 had stacks a copy per update (papermill's kernel client
+    keeps every display); wl.viz.LiveLoss leaves one figure with every point."""
+    nbformat = pytest.importorskip("nbformat")
+    nbclient = pytest.importorskip("nbclient")
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(OLD_LIVE_CELL, id="old"),
+                                         nbformat.v4.new_code_cell(NEW_LIVE_CELL, id="new")])
+    nbclient.NotebookClient(nb, kernel_name="worldlab", timeout=120).execute()
+    problems = run_notebooks.figures_per_cell(json.loads(nbformat.writes(nb)))
+    assert len(problems) == 1 and problems[0].startswith("cell old: ")
+    assert len(nb.cells[1].outputs) == 1
+    assert nb.cells[1].outputs[0]["data"][run_notebooks.PLOTLY]["data"][0]["x"] == [1, 2, 3]
+
+
+@pytest.mark.parametrize("path", [p for p in NOTEBOOKS if p.parent.name == "tutorials"],
+                         ids=lambda p: p.name)
+def test_stored_3d_figures_show_all_they_draw(path):
+    """A tutorial's stored scene figures keep every point inside their axes (tutorial 05's
+    cache was once drawn outside the ranges fitted to its camera path: empty axes)."""
+    assert run_notebooks.scenes_out_of_view(_load(path)) == []
+
+
+def test_scenes_out_of_view_names_the_trace():
+    import plotly.graph_objects as go
+
+    fig = go.Figure(go.Scatter3d(x=[0.0, 5.0], y=[0.0, 0.0], z=[0.0, 0.0], name="cache"))
+    fig.update_layout(scene=dict(xaxis_range=[-1, 1], yaxis_range=[-1, 1], zaxis_range=[-1, 1]))
+    out = {"output_type": "display_data", "data": {run_notebooks.PLOTLY: fig.to_plotly_json()}}
+    nb = {"cells": [{"cell_type": "code", "id": "c3d", "outputs": [out]}]}
+    assert run_notebooks.scenes_out_of_view(nb) == [
+        "cell c3d: trace 'cache' spans x = [0, 5] outside the figure's range [-1, 1]"]

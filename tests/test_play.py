@@ -80,7 +80,7 @@ def test_step_stream_shapes_and_chunks(world, policy):
         assert made == [i % f == f - 1 for i in range(2 * f + 1)]
         assert all(np.array_equal(r.frame, results[0].frame) for r in results[:f - 1])
     made = sum(r.stats["key_to_pixel_ms"] is not None for r in results)
-    assert s.state.cache.chunks == 1 + made
+    assert s.state.stream.cache.chunks == 1 + made
 
 
 def test_hold_policy_holds_the_chunks_first_action(world):
@@ -130,13 +130,13 @@ def test_cache_is_bounded_and_memory_flat(world):
     window = world.model.config.window_chunks
     for i in range(world.chunk_frames * (window + 3)):
         r = s.step(WALK[i % 4])
-    assert r.stats["cache_chunks"] == window and s.state.cache.chunks == window + 4
-    keys = s.state.cache.keys[0].shape[2]
+    assert r.stats["cache_chunks"] == window and s.state.stream.cache.chunks == window + 4
+    keys = s.state.stream.cache.keys[0].shape[2]
     assert keys == window * world.chunk_frames * world.model.grid ** 2
     # no twin: no replay log
     assert len(s.state.queue) < world.chunk_frames and len(s.state.log) == 0
     # no autograd history hangs off the cache (it would chain every chunk ever appended)
-    cache = s.state.cache
+    cache = s.state.stream.cache
     assert not any(k.requires_grad or k.grad_fn for k in cache.keys + cache.values)
 
 
@@ -218,7 +218,7 @@ def test_reset_from_user_frames(world):
     s = WorldSession(world, twin=True)
     first = s.reset(frames=frames)
     assert np.array_equal(first.frame, frames[-1]) and first.twin_frame is None
-    assert s.state.cache.chunks == 2 and s.engine is None
+    assert s.state.stream.cache.chunks == 2 and s.engine is None
     assert s.step(Action(forward=0.1)).frame.shape == (size, size, 3)
     with pytest.raises(ValueError, match="multiple of chunk_frames"):
         s.reset(frames=frames[:f + 1])
@@ -306,7 +306,11 @@ def test_play_cli_writes_videos_and_scores(world_dir, tmp_path):
     gen = iio.imread(out / "generated.mp4", plugin="FFMPEG")
     both = iio.imread(out / "side_by_side.mp4", plugin="FFMPEG")
     assert gen.shape == (7, 256, 256, 3)  # the context frame + 6 steps, 32 px enlarged 8x
-    assert both.shape == (7, 256, 528, 3)  # model | 2 px gap | twin = 66 px, enlarged 8x
+    # model | 2 px gap | twin = 66 px, enlarged 8x, under a 16 px bar that names them
+    assert both.shape == (7, 16 + 256, 528, 3)
+    bar = both[0, 2:14].max(axis=(0, 2))  # (528,) brightest pixel per column of the bar
+    assert bar[:64].max() > 200 and bar[264:].max() > 200  # "model" and "engine twin"
+    assert bar[80:256].max() < 60  # dark between the two names
 
 
 def test_minimap_holds_the_trail_and_heading_after_a_script(world):

@@ -106,8 +106,9 @@ def test_an_unmarked_save_of_an_earlier_worldlab_is_replaced_not_loaded(world, t
 CORRUPT_META = {
     "policy": "fast", "steps": 0, "step": -1, "queue": 99, "event": 5, "pending": "",
     "engine": "quake", "twin": "yes", "on_screen": "sideways", "size": 31, "seed": 1.5,
-    "log_prompts": {"999999": "summon a monster"}, "version": 3, "format": "other",
-    "model": {"width": 999},
+    "log_prompts": {"999999": "summon a monster"}, "version": 4, "format": "other",
+    "model": {"width": 999}, "memory_config": {"sink": True},
+    "memory": {"chunks": 1, "frames": 4, "last_tokens": 0, "last_memory": [3]},
 }
 
 
@@ -176,7 +177,7 @@ def test_load_refuses_a_bad_tensor(world, tmp_path, key):
 
 def test_a_version_1_save_still_loads_and_plays(world, tmp_path):
     s = started(world, steps=2, twin=False)
-    world.model.flush(s.state.cache)  # version 1 saved the K/V of a waiting chunk, not it
+    world.model.flush(s.state.stream.cache)  # version 1 saved the K/V of a waiting chunk, not it
     s.save(tmp_path / "v2")
     tensors, meta = saved.read(tmp_path / "v2")
     assert not any(k.startswith("cache.pending.") for k in tensors)
@@ -244,7 +245,7 @@ def test_an_interrupted_chunk_changes_nothing_and_play_goes_on_in_step(world, mo
     f = world.chunk_frames
     ref, s = started(world, steps=f), started(world, steps=f)  # the next step opens a chunk
     before = s.snapshot()
-    import worldlab.play.session as module
+    import worldlab.memory.stream as module  # the stream makes every chunk
 
     calls = {"n": 0}
 

@@ -160,3 +160,96 @@ def test_tradeoff_figure_places_every_row_and_shades_the_bar():
 def test_tradeoff_figure_bad_rows(rows, match):
     with pytest.raises(ValueError, match=match):
         viz.tradeoff_figure(rows, "psnr", "sharp")
+
+
+# ----------------------------------------------------------------------------------------
+# Points in a scene, coverage masks
+# ----------------------------------------------------------------------------------------
+
+
+def test_add_points_refits_the_axes_to_the_points():
+    path = cam.straight(8, step_m=0.25)  # about 2 m along one axis
+    fig = viz.trajectory_figure(path)
+    points = np.random.default_rng(0).uniform(-5, 5, (200, 3))  # far outside the path's box
+    colors = np.random.default_rng(1).integers(0, 256, (200, 3), dtype=np.uint8)
+    with pytest.raises(ValueError, match="outside the figure's range"):
+        viz.check_in_view(fig.add_scatter3d(x=points[:, 0], y=points[:, 1], z=points[:, 2]))
+    fig = viz.add_points(viz.trajectory_figure(path), points, colors, name="cache")
+    assert fig.data[-1].name == "cache" and fig.data[-1].marker.color[0] == \
+        "rgb({},{},{})".format(*colors[0])
+    assert viz.check_in_view(fig) is fig
+    scene = fig.layout.scene
+    for k, axis in enumerate((scene.xaxis, scene.yaxis, scene.zaxis)):
+        lo = min(points[:, k].min(), path.c2w[:, k, 3].min())
+        hi = max(points[:, k].max(), path.c2w[:, k, 3].max())
+        np.testing.assert_allclose(axis.range, [lo - 0.2, hi + 0.2])
+
+
+@pytest.mark.parametrize("points, colors, match", [
+    (np.zeros((0, 3)), None, "non-empty"),
+    (np.zeros((4, 2)), None, r"\(n, 3\)"),
+    (np.zeros((4, 3)), np.zeros((4, 3)), "colors must be uint8"),
+    (np.zeros((4, 3)), np.zeros((3, 3), np.uint8), "colors must be uint8"),
+])
+def test_add_points_bad_input(points, colors, match):
+    fig = viz.trajectory_figure(cam.straight(4, step_m=0.25))
+    n = len(fig.data)
+    with pytest.raises(ValueError, match=match):
+        viz.add_points(fig, points, colors)
+    assert len(fig.data) == n  # nothing added
+
+
+def test_mask_image_is_never_the_page_colour():
+    mask = np.zeros((4, 5), bool)
+    mask[1:3, 2:] = True
+    img = viz.mask_image(mask)
+    assert img.shape == (4, 5, 3) and img.dtype == np.uint8
+    assert (img[mask] == viz.MASK_COLORS[1]).all() and (img[~mask] == viz.MASK_COLORS[0]).all()
+    for tile in (viz.mask_image(np.ones((3, 3), bool)), viz.mask_image(np.zeros((3, 3), bool))):
+        assert not (tile == 255).all(-1).any() and not (tile == 0).all(-1).any()  # white, black
+    with pytest.raises(ValueError, match="boolean"):
+        viz.mask_image(mask.astype(np.uint8))
+
+
+# ----------------------------------------------------------------------------------------
+# Live loss: one figure, redrawn in place
+# ----------------------------------------------------------------------------------------
+
+
+def test_live_loss_records_every_state_outside_ipython():
+    live = viz.LiveLoss(every=10)
+    a, b = live.callback("a", total=25), live.callback("b")
+    for step in range(1, 26):
+        a({"step": step, "loss": 1.0 / step})
+    for step in range(1, 8):
+        b({"step": step, "loss": 2.0})
+    assert [len(log) for log in live.logs.values()] == [25, 7]
+    live.redraw()
+    assert [t.name for t in live.fig.data] == ["a", "b"]
+    assert list(live.fig.data[0].x) == list(range(1, 26))
+    np.testing.assert_allclose(live.fig.data[0].y, [1.0 / s for s in range(1, 26)])
+    with pytest.raises(ValueError, match="'a' is already drawn"):
+        live.callback("a")
+    with pytest.raises(ValueError, match="every must be a positive integer"):
+        viz.LiveLoss(every=0)
+
+
+LIVE_CELLS = ['''import worldlab as wl
+wl.viz.set_renderer()
+live = wl.viz.LiveLoss(every=5)
+cb = live.callback("loss", total=47)''', '''for step in range(1, 48):
+    cb({"step": step, "loss": 1.0 / step})''']
+
+
+def test_live_loss_in_a_kernel_leaves_one_output_with_every_point():
+    """Executed in a real kernel: 47 states, 10 redraws, one figure output in the cell that
+    first drew it (the loop's), holding all 47 points (the old pattern left 10 copies)."""
+    nbformat = pytest.importorskip("nbformat")
+    nbclient = pytest.importorskip("nbclient")
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(c) for c in LIVE_CELLS])
+    nbclient.NotebookClient(nb, kernel_name="worldlab", timeout=120).execute()
+    outputs = [o for c in nb.cells for o in c.outputs]
+    plots = [o for o in outputs if "application/vnd.plotly.v1+json" in o.get("data", {})]
+    assert len(plots) == 1 and len(nb.cells[1].outputs) == 1 and nb.cells[0].outputs == []
+    (trace,) = plots[0]["data"]["application/vnd.plotly.v1+json"]["data"]
+    assert list(trace["x"]) == list(range(1, 48)) and trace["name"] == "loss"

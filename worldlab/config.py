@@ -235,9 +235,10 @@ RETIRED = (("data", "chunk_frames"), ("train", "log_every"))
 # Validation: what each field must hold, as the code that reads it needs
 # ----------------------------------------------------------------------------------------
 
-# allowed values, as model/dit.py, model/sampler.py, train/losses.py and train/loop.py read
-# them (this leaf module cannot import those rooms; tests/test_loading_reliability.py
-# checks that the tuples agree)
+# allowed values, spelled here once: the rooms that check a field (model/sampler.py and
+# model/diamond.py: SOLVERS; model/dit.py: CONTROLS; train/losses.py: FORCINGS,
+# TIME_SCHEDULES; train/cli.py: DECODERS; engines/doom.py: MONSTERS; episodes/recording.py:
+# STARTS) import them from this leaf
 CONTROLS = ("pose", "action", "both")
 FORCINGS = ("teacher", "diffusion")
 TIME_SCHEDULES = ("logit_normal", "uniform")
@@ -252,7 +253,7 @@ RECIPES = ("none", "ode", "consistency", "dmd", "dmd_clip")
 CORRUPTIONS = ("none", "noise", "blur", "colour", "bank")
 # as memory/ reads them
 CACHE3D = ("off", "oracle", "own")
-# as episodes/recording.py (which imports STARTS) and engines/doom.py (MONSTERS) read them
+# recording's starts and DOOM's monster modes
 STARTS = ("player", "random")
 MONSTERS = ("off", "on", "invulnerable")
 

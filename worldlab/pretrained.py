@@ -45,7 +45,7 @@ from .model.dit import WorldModel
 from .model.fast_decoder import FastDecoder, check_decoder_pair
 from .model.inference import prepare_for_inference, with_sample_overrides
 from .model.textenc import CaptionTable
-from .paths import ROOT
+from .paths import DATA, ROOT, RUNS
 
 CAPTIONS_FILE = "captions.safetensors"
 FAST_DECODER = "fast_decoder"  # the optional subfolder of a world directory
@@ -110,17 +110,61 @@ class World:
         return self.captions.embed([captions]).to(self.device)
 
 
-def resolve_checkpoint(path=None) -> Path:
-    """A world directory: `path` (a relative path is taken from the current directory if it
-    is there, else from the repository root) or the shipped default world; a clear error if
-    it is not a world directory."""
-    p = Path(path) if path is not None else DEFAULT_WORLD
-    p = p if p.is_absolute() or p.exists() else ROOT / p
+# ----------------------------------------------------------------------------------------
+# Paths: one rule for every loader
+# ----------------------------------------------------------------------------------------
+
+
+def find_dir(path, what: str, made_by: str | None = None) -> Path:
+    """The directory `path` names: an absolute path as it is; a relative one from the current
+    directory if it is there, else from the repository root, so "data/checkpoints/doom64"
+    names the same world from the root, notebooks/ or tutorials/. Nothing is downloaded: a
+    missing directory raises FileNotFoundError naming every directory looked in, the
+    neighbours of a misspelt name, and what makes it (`made_by`, e.g. the notebook to run
+    first; by default the rule for runs/ or data/)."""
+    p = Path(path).expanduser()
+    for t in (p,) if p.is_absolute() else (p, ROOT / p):
+        if t.is_dir():
+            return t  # as given when it is there: paths written into records stay as typed
+    tried = list(dict.fromkeys([p.absolute(), ROOT / p]))
+    near = next((t.parent for t in tried if t.parent.is_dir()), None)
+    there = sorted(c.name for c in near.iterdir() if c.is_dir())[:12] if near else []
+    listing = f"; {near} holds {', '.join(there)}" if there else ""
+    raise FileNotFoundError(f"no {what} directory {str(path)!r}: looked in "
+                            f"{', '.join(map(str, tried))}{listing}. {made_by or _made_by(tried)}")
+
+
+def _made_by(tried: list[Path]) -> str:
+    """Where a missing directory would come from, by the room it was looked for in."""
+    resolved = [t.resolve() for t in tried]
+    if any(t.is_relative_to(RUNS) for t in resolved):
+        return ("runs/ holds what the notebooks and `python -m worldlab train ...` write: run "
+                "the notebook or command that makes it first")
+    if any(t.is_relative_to(DATA) for t in resolved):
+        return "data/ ships with the repository (see data/README.md): check the name"
+    return "check the path"
+
+
+def resolve_checkpoint(path=None, made_by: str | None = None) -> Path:
+    """A world directory: `path` (found by `find_dir`'s rule) or the shipped default world;
+    a clear error if it is missing or is not a world directory."""
+    p = find_dir(path if path is not None else DEFAULT_WORLD, "world", made_by)
     if not (p / "world_config.json").is_file():
-        hint = " (the default world is not shipped yet)" if p == ROOT / DEFAULT_WORLD else ""
-        raise FileNotFoundError(f"no world checkpoint at {p}{hint}: expected autoencoder/, "
-                                f"world/ and world_config.json (see worldlab.pretrained)")
+        raise FileNotFoundError(f"no world checkpoint at {p}: expected autoencoder/, world/ "
+                                f"and world_config.json (see worldlab.pretrained)")
     return p
+
+
+def load_autoencoder(path, made_by: str | None = None, device: str = "cpu"):
+    """A VideoAutoencoder save_pretrained directory (e.g. runs/02_autoencoder/model, or a
+    world's autoencoder/), found by `find_dir`'s rule and loaded checked, in float32 and eval
+    mode. diffusers' own `from_pretrained` would take a missing directory for a model hub id
+    and try the network; this names the directory and what makes it (`made_by`)."""
+    p = find_dir(path, "autoencoder", made_by)
+    if not (p / "config.json").is_file():
+        raise FileNotFoundError(f"{p} is not an autoencoder directory: config.json is missing "
+                                f"(expected VideoAutoencoder.save_pretrained's files)")
+    return load_module(VideoAutoencoder, p).float().to(resolve_device(device)).eval()
 
 
 def named_world(spec: str) -> tuple[str, str]:
@@ -134,14 +178,15 @@ def named_world(spec: str) -> tuple[str, str]:
 
 def load_world(path: str | Path, device: str = "auto", subfolder: str = "world",
                decoder: str | None = None, sample: dict | None = None) -> World:
-    """Load a world directory (see the module docstring); `subfolder` picks e.g. "ema".
+    """Load a world directory (see the module docstring; `path` is found by `find_dir`'s
+    rule, so a relative one also works from notebooks/); `subfolder` picks e.g. "ema".
 
     Its fast decoder is loaded when the directory has one; `decoder` ("full" | "fast")
     overrides the config's sample.decoder, and "fast" needs a fast decoder. `sample`
     overrides fields of the config's sample section (e.g. {"quantize": "int8"}); the
     inference switches are then applied (`model.inference.prepare_for_inference`).
     """
-    path = Path(path)
+    path = find_dir(path, "world")  # the same path rule as every loader
     for part in ("autoencoder", subfolder, "world_config.json"):
         if not (path / part).exists():
             raise ValueError(f"{path} is not a world directory: {part} is missing (expected "

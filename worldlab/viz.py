@@ -1,4 +1,5 @@
-"""Figures and images for notebooks: camera trajectories, rays, Plücker images, frame grids.
+"""Figures and images for notebooks: camera trajectories, rays, Plücker images, frame grids,
+coverage masks, point clouds in a scene, and live loss curves redrawn in place.
 
 Every 3D figure is drawn in the world frame of `camera.py` (metres, +z up) with equal scale
 on all axes, so a 90-degree turn looks like one. Images are uint8 (h, w, 3) or (h, w).
@@ -8,6 +9,7 @@ Shape names: t time, n frames, h w height width.
 
 from __future__ import annotations
 
+import base64
 import math
 
 import imageio.v3 as iio
@@ -50,6 +52,8 @@ def set_renderer(name: str = RENDERER) -> str:
 def _scene_layout(fig: go.Figure, points: np.ndarray, pad: float = 0.5) -> go.Figure:
     """Axis ranges around `points` (n, 3), z up, and equal metres per screen unit."""
     points = points[np.isfinite(points).all(-1)]
+    if not len(points):
+        raise ValueError("a 3D figure needs at least one finite point to fit its axes to")
     lo, hi = points.min(0) - pad, points.max(0) + pad
     fig.update_layout(
         scene=dict(xaxis=dict(title="x (m)", range=[lo[0], hi[0]]),
@@ -118,6 +122,83 @@ def trajectory_figure(trajectories, names=None, cone_every: int = 4, cone_size: 
     allpos = np.concatenate([c2w[:, :3, 3] for _, c2w, _ in items])
     fig.update_layout(title=title)
     return _scene_layout(fig, allpos, pad=cone_size + 0.2)
+
+
+def _coordinates(values) -> np.ndarray:
+    """A trace's x, y or z as floats (n,): a list with None gaps, an array, or the typed
+    array {"dtype", "bdata"} that plotly writes numpy arrays as in a saved figure."""
+    if isinstance(values, dict):
+        return np.frombuffer(base64.b64decode(values["bdata"]), values["dtype"]).astype(float)
+    return np.array([np.nan if v is None else v for v in values], float)
+
+
+def _scene_points(fig: go.Figure) -> dict[str, dict[str, np.ndarray]]:
+    """scene -> trace name -> its finite points (n, 3), for every 3D trace of `fig`
+    (cones: the tails); a figure of several scenes (`scenes_side_by_side`) has one each."""
+    out: dict[str, dict[str, np.ndarray]] = {}
+    for k, trace in enumerate(fig.data):
+        if trace.type not in ("scatter3d", "cone") or trace.x is None:
+            continue
+        xyz = np.stack([_coordinates(c) for c in (trace.x, trace.y, trace.z)], -1)  # (n, 3)
+        scene = out.setdefault(trace.scene or "scene", {})
+        scene[trace.name or f"trace {k}"] = xyz[np.isfinite(xyz).all(-1)]
+    return out
+
+
+def add_points(fig: go.Figure, points, colors=None, name: str = "points",
+               size: float = 1.5, pad: float = 0.2) -> go.Figure:
+    """Add coloured 3D points (n, 3) [colours (n, 3) uint8] to a scene figure and refit its
+    axes to everything it draws: the ranges a figure was made with (e.g. a camera path's)
+    would otherwise cut the points off, and a scene of empty axes looks like an empty cache."""
+    points = np.asarray(points, float)
+    if points.ndim != 2 or points.shape[1] != 3 or not len(points):
+        raise ValueError(f"points must be a non-empty (n, 3) array, got {points.shape}")
+    marker = dict(size=size)
+    if colors is not None:
+        colors = np.asarray(colors)
+        if colors.shape != points.shape or colors.dtype != np.uint8:
+            raise ValueError(f"colors must be uint8 {points.shape} like the points, got "
+                             f"{colors.dtype} {colors.shape}")
+        marker["color"] = [f"rgb({r},{g},{b})" for r, g, b in colors]
+    fig.add_trace(go.Scatter3d(x=points[:, 0], y=points[:, 1], z=points[:, 2], mode="markers",
+                               marker=marker, name=name))
+    _scene_layout(fig, np.concatenate(list(_scene_points(fig)["scene"].values())), pad=pad)
+    return check_in_view(fig)
+
+
+def scenes_side_by_side(figs: dict[str, go.Figure]) -> go.Figure:
+    """Several 3D figures (title -> figure) as one, side by side, each scene keeping its own
+    axes: one output where a loop would show one figure per engine."""
+    if not figs or not all(isinstance(f, go.Figure) for f in figs.values()):
+        raise ValueError(f"figs must map titles to plotly figures, got {figs!r:.80}")
+    out = make_subplots(rows=1, cols=len(figs), specs=[[{"type": "scene"}] * len(figs)],
+                        subplot_titles=list(figs), horizontal_spacing=0.02)
+    for k, fig in enumerate(figs.values(), start=1):
+        for trace in fig.data:
+            out.add_trace(trace, row=1, col=k)
+        # the scene's ranges, aspect and camera; its domain stays the subplot's
+        out.layout["scene" if k == 1 else f"scene{k}"].update(
+            {key: v for key, v in fig.layout.scene.to_plotly_json().items() if key != "domain"})
+    out.update_layout(margin=dict(l=0, r=0, t=40, b=0), height=450)
+    return check_in_view(out)
+
+
+def check_in_view(fig: go.Figure) -> go.Figure:
+    """`fig` if every point of its 3D traces lies inside its scene's axis ranges; else a
+    ValueError naming the trace, the axis and how far out it reaches (a trace drawn outside
+    the ranges is invisible: the figure looks right and shows nothing)."""
+    for scene, traces in _scene_points(fig).items():
+        layout = fig.layout[scene]
+        for name, xyz in traces.items():
+            for k, axis in enumerate(("xaxis", "yaxis", "zaxis")):
+                rng = layout[axis].range
+                if rng is None or not len(xyz):
+                    continue
+                lo, hi = xyz[:, k].min(), xyz[:, k].max()
+                if lo < rng[0] or hi > rng[1]:
+                    raise ValueError(f"trace {name!r} spans {axis[0]} = [{lo:.3g}, {hi:.3g}] "
+                                     f"outside the figure's range [{rng[0]:.3g}, {rng[1]:.3g}]")
+    return fig
 
 
 def _segments(starts: np.ndarray, ends: np.ndarray) -> dict:
@@ -217,6 +298,19 @@ def frame_grid(frames, cols: int, pad: int = 1, pad_value: int = 255) -> np.ndar
     return grid
 
 
+# viridis' two ends: a coverage mask drawn in them is visible on a white and a black page
+# alike (white = covered put a fully covered tile on a white page out of sight)
+MASK_COLORS = ((68, 1, 84), (253, 231, 37))  # (hole, covered) RGB
+
+
+def mask_image(mask) -> np.ndarray:
+    """A boolean mask (h, w) as a uint8 (h, w, 3) image: holes dark purple, covered yellow."""
+    mask = np.asarray(mask)
+    if mask.ndim != 2 or mask.dtype != bool:
+        raise ValueError(f"mask must be a boolean (h, w) array, got {mask.dtype} {mask.shape}")
+    return np.asarray(MASK_COLORS, np.uint8)[mask.astype(np.intp)]  # (h, w, 3)
+
+
 def to_png_bytes(img) -> bytes:
     """Lossless PNG encoding of a uint8 image (h, w), (h, w, 3) or (h, w, 4)."""
     return iio.imwrite("<bytes>", _check_image(img), extension=".png")
@@ -268,3 +362,62 @@ def tradeoff_figure(rows: dict, x: str, y: str, bar: tuple[float, float] | None 
     fig.add_scatter(x=xs, y=ys, mode="markers+text", text=names, textposition="top center",
                     marker=dict(size=10, color=COLORS[0]))
     return fig
+
+
+# ----------------------------------------------------------------------------------------
+# Live training curves: one figure, redrawn in place
+# ----------------------------------------------------------------------------------------
+
+
+class LiveLoss:
+    """One figure of training losses that a training loop redraws in place, a line per run.
+
+        live = wl.viz.LiveLoss("training loss (live)")
+        run = wl.train.autoencoder(store, cfg, out, callbacks=[live.callback("loss", cfg.steps)])
+        live.logs["loss"]  # every state the loop reported
+
+    A go.Figure shown with `display(fig, display_id=True)` ignores the id (plotly shows itself
+    through `_ipython_display_`), so every `handle.update` appended one more copy. Here the
+    figure's mime bundle is published raw under one display id and replaced on each redraw:
+    one output, wherever the cell that drew it first is. Outside IPython it only records.
+    """
+
+    def __init__(self, title: str = "training loss (live)", every: int = 10, key: str = "loss",
+                 height: int = 300, log_y: bool = True):
+        if not (isinstance(every, int) and every > 0):
+            raise ValueError(f"every must be a positive integer, got {every!r}")
+        self.every, self.key = every, key
+        self.fig = go.Figure(layout=dict(title=title, xaxis_title="step", yaxis_title=key,
+                                         yaxis_type="log" if log_y else "linear",
+                                         height=height))
+        self.logs: dict[str, list[dict]] = {}
+        self._handle = None
+
+    def callback(self, name: str = "loss", total: int | None = None):
+        """A `fit` callback that records each state under `name` (a line of its own) and
+        redraws every `every` steps and at step `total`."""
+        if name in self.logs:
+            raise ValueError(f"a line named {name!r} is already drawn; names: {list(self.logs)}")
+        self.fig.add_scatter(x=[], y=[], mode="lines", name=name)
+        log = self.logs.setdefault(name, [])
+
+        def record(state: dict) -> None:
+            log.append(state)
+            if state["step"] % self.every == 0 or state["step"] == total:
+                self.redraw()
+        return record
+
+    def redraw(self) -> None:
+        """Copy the logs into the figure; show it the first time, replace that output after."""
+        from IPython import get_ipython
+        from IPython.display import display
+
+        for trace, log in zip(self.fig.data, self.logs.values()):  # one line per log, in order
+            trace.x, trace.y = [s["step"] for s in log], [s[self.key] for s in log]
+        if get_ipython() is None:  # a script or a test: nothing to draw on
+            return
+        bundle = self.fig._repr_mimebundle_()  # the default renderer's mime types
+        if self._handle is None:
+            self._handle = display(bundle, raw=True, display_id=True)
+        else:
+            self._handle.update(bundle, raw=True)

@@ -82,6 +82,7 @@ import vizdoom as vzd
 from PIL import Image
 
 from ..camera import Action, pose_from_heading
+from ..config import MONSTERS
 from . import reaper
 from .base import START_STREAM, Event, EventSpec, Observation, match_event
 from .coverage import ReachableArea
@@ -94,7 +95,6 @@ FRICTION_SPEED = 3.0  # terminal speed = delta / 3 map units per tic (friction 0
 DEPTH_BUFFER_UNITS = 7.16  # map units per uint8 depth-buffer step (measured, see above)
 DEPTH_BUFFER_OFFSET = 1.2  # buffer steps to add before scaling (fit on static pixels)
 SETTLE_TICS = 8  # input is ignored until ~7 tics into an episode (measured: 8 and 12 agree)
-MONSTERS = ("off", "on", "invulnerable")
 TRAIN_MAPS = ("MAP01", "MAP02", "MAP03")  # freedoom2 maps to train on (areas: module doc)
 HELDOUT_MAP = "MAP04"  # a freedoom2 map no training episode visits, for generalisation
 

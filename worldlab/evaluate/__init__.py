@@ -10,7 +10,8 @@ repeat-last, with bootstrap intervals (`intervals`) and an HTML report (`full_re
     wl.evaluate.print_quick(wl.evaluate.quick_suite(world, episodes))
 """
 
-from . import camera_follow, events, full, full_report, intervals, predictors, shipped
+from . import (camera_follow, events, full, full_report, intervals, memory_bars, predictors,
+               registry, shipped)
 from .baselines import repeat_baseline, warp_baseline, warp_to_poses
 from .generation import generate
 from .long import generate_walk, long_horizon
@@ -25,4 +26,5 @@ __all__ = ["HELDOUT_SEED", "autoencoder_scores", "generate", "next_chunk", "drif
            "warp_baseline", "warp_to_poses", "print_quick", "print_table", "rollout_frames",
            "rollout_strip", "reconstruction_strip", "long_horizon", "generate_walk",
            "print_long", "revisit", "return_pairs", "print_revisit", "camera_follow", "events",
-           "full", "full_report", "intervals", "predictors", "shipped"]
+           "full", "full_report", "intervals", "memory_bars", "predictors", "registry",
+           "shipped"]

@@ -1,7 +1,10 @@
-"""`python -m worldlab eval --suite full | quick | long | revisit | autoencoder`: score a
-world against the engine's own frames (`--start random --maps MAP01,MAP04`: held-out starts
-over whole maps). `full` runs every protocol for the world, its peer and repeat-last
-(`full.py`) and writes `full.json` and `full.html`.
+"""`python -m worldlab eval --suite quick | autoencoder | long | revisit | full | PROTOCOL`:
+score a world against the engine's own frames (`--start random --maps MAP01,MAP04`:
+held-out starts over whole maps). `full` runs every protocol of `registry.PROTOCOLS` for
+the world, its peer and repeat-last (`full.py`) and writes `full.json` and `full.html`;
+`--suite PROTOCOL` runs that one protocol of it the same way (`PROTOCOL.json`, `.html`).
+`long` and `revisit` are also protocols of the full suite; as suites of their own they
+compare several worlds (`--model`) on the same walks at their own sizes (`SUITES`).
 
     python -m worldlab eval --suite long --model teacher_forcing=runs/long/baseline \
         --model bank=runs/long/bank   # several worlds on the same walks: `methods`
@@ -15,6 +18,8 @@ Held-out episodes are recorded fresh from seeds the training data never used
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 import torch
@@ -25,29 +30,18 @@ from ..paths import RUNS
 from ..loading import load_module
 from ..model.autoencoder import VideoAutoencoder
 from ..pretrained import DEFAULT_WORLD, load_world, named_world, resolve_checkpoint
+from . import registry
 from .long import combine_seeds, long_horizon
 from .protocols import HELDOUT_SEED, autoencoder_scores, heldout_episodes, quick_suite
 from .report import print_long, print_quick, print_revisit, print_table
 from .revisit import MIN_GAP, MIN_OVERLAP, POLICIES, revisit
 
 
-SUITE_DEFAULTS = {  # episodes, frames, start: a minute of play from anywhere for "long"
-    "quick": (8, None, "player"), "autoencoder": (8, 64, "player"),
-    "long": (2, 1000, "random"), "revisit": (8, 96, "random"),
-    "full": (None, None, None)}  # full: its sizes are `full.SuiteSizes` (--full-size)
-INVULNERABLE = ("long", "revisit")  # suites whose DOOM walks must not end in death
-MODEL_SUITES = ("long", "revisit", "full")  # suites that take --model NAME=DIR worlds
-
-
-def _policy(args) -> str | tuple[str, ...]:
-    return POLICIES if args.suite == "revisit" else "mix"
-
-
 def _episodes(args, engine: str, frames: int, size: int) -> list:
+    suite = SUITES[args.suite]
     maps = tuple(m for m in args.maps.replace("+", ",").split(",") if m) if args.maps else None
-    opts = {"monsters": "invulnerable"} if args.suite in INVULNERABLE and engine == "doom" \
-        else {}
-    return heldout_episodes(engine, args.episodes, frames, size, _policy(args),
+    opts = {"monsters": "invulnerable"} if suite.invulnerable and engine == "doom" else {}
+    return heldout_episodes(engine, args.episodes, frames, size, suite.policy,
                             seed=args.seed, start=args.start, maps=maps, **opts)
 
 
@@ -57,9 +51,13 @@ def _models(args) -> dict[str, str]:
         {Path(args.checkpoint).name: args.checkpoint}
 
 
-def _revisit(args) -> tuple[dict, list, str]:
+def _source(args) -> str:
+    return ",".join(args.model) or args.checkpoint
+
+
+def _revisit(args) -> tuple[dict, list, str, str]:
     """The revisit protocol for each --model NAME=DIR (or the --checkpoint) on the same
-    walks: (its result, the walks, their engine)."""
+    walks: (its result, the walks, their engine, the worlds)."""
     from tqdm.auto import tqdm
 
     worlds = {name: load_world(resolve_checkpoint(path), device=args.device,
@@ -77,12 +75,12 @@ def _revisit(args) -> tuple[dict, list, str]:
     for name, path in _models(args).items():
         result["variants"][name]["checkpoint"] = str(path)
     print_revisit(result)
-    return result, episodes, engine
+    return result, episodes, engine, _source(args)
 
 
-def _long(args) -> tuple[dict, list, str]:
+def _long(args) -> tuple[dict, list, str, str]:
     """The long-horizon protocol for each --model NAME=DIR (or the --checkpoint), on the
-    same walks: ({"methods": {name: scores}}, the walks, their engine)."""
+    same walks: ({"methods": {name: scores}}, the walks, their engine, the worlds)."""
     from tqdm.auto import tqdm
 
     models = _models(args)
@@ -103,7 +101,7 @@ def _long(args) -> tuple[dict, list, str]:
             "training": {k: getattr(tc, k) for k in ANTI_DRIFT_FIELDS}, **scores}
     result["seeds"] = combine_seeds(result["methods"])
     print_long(result["methods"], result["seeds"])
-    return result, episodes, engine
+    return result, episodes, engine, _source(args)
 
 
 ANTI_DRIFT_FIELDS = ("steps", "batch_size", "lr", "seed", "forcing", "context_corruption",
@@ -122,38 +120,81 @@ def _named(spec: str) -> tuple[str, str]:
         raise SystemExit(str(e)) from None
 
 
-def _quick(args, world) -> tuple[dict, list]:
+def _world(args):
+    """The --checkpoint world and its engine (--engine, else the one it was trained on)."""
+    world = load_world(resolve_checkpoint(args.checkpoint), device=args.device,
+                       subfolder=args.weights, sample=_sample(args))
+    return world, args.engine or world.config.data.engine
+
+
+def _quick(args) -> tuple[dict, list, str, str]:
     from tqdm.auto import tqdm
 
+    world, engine = _world(args)
     f = world.chunk_frames
-    episodes = _episodes(args, args.engine or world.config.data.engine,
-                         f * (1 + args.horizon // f) + f, world.size)
+    episodes = _episodes(args, engine, f * (1 + args.horizon // f) + f, world.size)
     bar = tqdm(total=3, desc="quick suite", unit="protocol")
     result = quick_suite(world, episodes, args.horizon, args.starts, args.runtime_chunks,
                          progress=lambda name: (bar.set_postfix_str(name), bar.update()))
     bar.close()
     result["sampling_steps"] = world.config.sample.steps
     print_quick(result)
-    return result, episodes
+    return result, episodes, engine, args.checkpoint
 
 
-def _autoencoder(args, ae, engine: str, size: int) -> tuple[dict, list]:
+def _autoencoder(args) -> tuple[dict, list, str, str]:
+    """The --autoencoder alone (frames of --size px, DOOM unless --engine), else the
+    --checkpoint world's autoencoder."""
+    if args.autoencoder is not None:
+        ae = load_module(VideoAutoencoder, args.autoencoder).float().eval()
+        engine, source, size = args.engine or "doom", args.autoencoder, args.size
+    else:
+        world, engine = _world(args)
+        ae, source, size = world.ae, args.checkpoint, world.size
     episodes = _episodes(args, engine, args.frames, size)
     result = autoencoder_scores(ae, episodes)
-    print_table([result],
-                "autoencoder reconstruction of held-out engine frames")
-    return result, episodes
+    print_table([result], "autoencoder reconstruction of held-out engine frames")
+    return result, episodes, engine, source
+
+
+@dataclass(frozen=True)
+class Suite:
+    """A suite of its own: `run(args) -> (result, episodes, engine, source)` and the
+    defaults of its held-out walks."""
+
+    run: Callable
+    episodes: int = 8
+    frames: int | None = None
+    start: str = "player"
+    policy: str | tuple[str, ...] = "mix"
+    invulnerable: bool = False  # DOOM walks must not end in death
+    models: bool = False  # takes --model NAME=DIR worlds
+    scored_subset: bool = False  # result["episodes"]: the walks scored, of those recorded
+
+
+SUITES = {"quick": Suite(_quick), "autoencoder": Suite(_autoencoder, frames=64),
+          "long": Suite(_long, 2, 1000, "random", invulnerable=True, models=True),
+          "revisit": Suite(_revisit, 8, 96, "random", POLICIES, invulnerable=True,
+                           models=True, scored_subset=True)}  # a minute of play for long
+
+
+def suite_choices() -> list[str]:
+    """Every --suite: the suites of their own, `full`, and each protocol of the full suite
+    that is not one of them (read from the registry when the parser is built)."""
+    return [*SUITES, "full", *(n for n in registry.names() if n not in SUITES)]
 
 
 def _full(args) -> int:
-    """Every protocol for each --model NAME=DIR (or the --checkpoint), with its engine's
-    probes and peer; one JSON and one HTML page for all of them."""
+    """The full suite's protocols (`--suite full`: all; else the one named) for each
+    --model NAME=DIR (or the --checkpoint), with its engine's probes and peer; one JSON
+    and one HTML page for all of them."""
     from tqdm.auto import tqdm
 
     from .full import full_suite, suite_sizes
     from .full_report import print_full, save_strip, write_html
     from .shipped import load_shipped_peer, load_shipped_probes
 
+    chosen = registry.select(None if args.suite == "full" else [args.suite])
     sizes = suite_sizes(args.full_size)
     results, strips = {}, {}
     for name, path in _models(args).items():
@@ -162,56 +203,45 @@ def _full(args) -> int:
         engine = args.engine or world.config.data.engine
         probes = load_shipped_probes(engine, args.probes)
         peer = None if args.peer == "none" else load_shipped_peer(world, args.peer)
-        bar = tqdm(total=6, desc=f"full suite: {name}", unit="section")
+        bar = tqdm(total=len(chosen), desc=f"{args.suite} suite: {name}", unit="protocol")
         results[name], strips[name] = full_suite(
-            world, peer, probes, sizes, engine=engine,
-            progress=lambda section: (bar.set_postfix_str(section), bar.update()))
+            world, peer, probes, sizes, engine=engine, protocols=[p.name for p in chosen],
+            progress=lambda title: (bar.set_postfix_str(title), bar.update()))
         bar.close()
         results[name].update(checkpoint=str(path), peer=None if peer is None else
                              str(peer.path), threads=args.threads, device=args.device)
         print(f"\n{name}: {engine}, {results[name]['seconds']['total']:.0f} s")
         print_full(results[name])
-    out = Path(args.out)
-    print(f"wrote {atomic_write_json(out / 'full.json', {'worlds': results})}")
-    print(f"wrote {write_html(results, strips, out / 'full.html')}")
+    out, stem = Path(args.out), args.suite
+    print(f"wrote {atomic_write_json(out / f'{stem}.json', {'worlds': results})}")
+    print(f"wrote {write_html(results, strips, out / f'{stem}.html')}")
     for name, s in strips.items():
         for where, frames in s.items():
-            print(f"wrote {save_strip(frames, out / f'full_strip_{name}_{where}.png')}")
+            print(f"wrote {save_strip(frames, out / f'{stem}_strip_{name}_{where}.png')}")
     return 0
 
 
 def _cli(args) -> int:
     torch.set_num_threads(args.threads)
-    if args.suite == "full":
+    if args.autoencoder is not None and args.suite != "autoencoder":
+        raise SystemExit("--autoencoder scores an autoencoder alone: use it with "
+                         "--suite autoencoder")
+    if args.suite not in SUITES:  # full, or one protocol of it
         return _full(args)
-    episodes_default, frames_default, start_default = SUITE_DEFAULTS[args.suite]
-    args.episodes = args.episodes or episodes_default
-    args.frames = args.frames or frames_default
-    args.start = args.start or start_default
-    if args.model and args.suite not in MODEL_SUITES:
-        raise SystemExit(f"--model NAME=DIR compares worlds in the {' and '.join(MODEL_SUITES)} "
+    suite = SUITES[args.suite]
+    args.episodes = args.episodes or suite.episodes
+    args.frames = args.frames or suite.frames
+    args.start = args.start or suite.start
+    if args.model and not suite.models:
+        takes = [n for n, s in SUITES.items() if s.models] + ["full and its protocols"]
+        raise SystemExit(f"--model NAME=DIR compares worlds in the {', '.join(takes)} "
                          f"suites; use --checkpoint for the others")
-    if args.autoencoder is not None:  # an autoencoder alone, not a world's
-        if args.suite != "autoencoder":
-            raise SystemExit("--autoencoder scores an autoencoder alone: use it with "
-                             "--suite autoencoder")
-        ae = load_module(VideoAutoencoder, args.autoencoder).float().eval()
-        engine, source = args.engine or "doom", args.autoencoder
-        result, episodes = _autoencoder(args, ae, engine, args.size)
-    elif args.suite in MODEL_SUITES:
-        result, episodes, engine = (_long if args.suite == "long" else _revisit)(args)
-        source = ",".join(args.model) or args.checkpoint
-    else:
-        world = load_world(resolve_checkpoint(args.checkpoint), device=args.device,
-                           subfolder=args.weights, sample=_sample(args))
-        engine, source = args.engine or world.config.data.engine, args.checkpoint
-        result, episodes = _quick(args, world) if args.suite == "quick" else \
-            _autoencoder(args, world.ae, engine, world.size)
+    result, episodes, engine, source = suite.run(args)
     settings = {"count": len(episodes), "seeds": [args.seed, args.seed + len(episodes)],
-                "frames": len(episodes[0]), "policy": _policy(args),
-                "monsters": "invulnerable" if args.suite in INVULNERABLE else "on",
+                "frames": len(episodes[0]), "policy": suite.policy,
+                "monsters": "invulnerable" if suite.invulnerable else "on",
                 "start": args.start, "maps": args.maps}
-    if args.suite == "revisit":  # the episodes scored: those with a return frame
+    if suite.scored_subset:  # the episodes scored: those with a return frame
         settings = {**settings, **result["episodes"], "recorded": len(episodes)}
     result.update(checkpoint=str(source), weights=args.weights, engine=engine,
                   episodes=settings, threads=args.threads, device=args.device)
@@ -220,18 +250,19 @@ def _cli(args) -> int:
 
 
 def configure_cli(parser) -> None:
-    parser.add_argument("--suite", default="quick", choices=list(SUITE_DEFAULTS),
-                        help="full: every protocol below plus events, camera following and "
-                             "an unseen map, for the world, the peer and repeat-last, with "
-                             "intervals and an HTML report; "
-                             "quick: next chunk, drift, controls, runtime; long: a minute "
-                             "of open loop against drift-free, autoencoder and repeat-last "
-                             "references; revisit: coming back to views seen before, with "
-                             "each world's memory; autoencoder: reconstruction PSNR, SSIM, "
-                             "sharpness and colour")
+    parser.add_argument("--suite", default="quick", choices=suite_choices(),
+                        help="quick: next chunk, drift, controls, runtime; autoencoder: "
+                             "reconstruction PSNR, SSIM, sharpness and colour; long: a "
+                             "minute of open loop against drift-free, autoencoder and "
+                             "repeat-last references; revisit: coming back to views seen "
+                             "before, with each world's memory; full: every protocol of "
+                             "the full suite (evaluate.registry: "
+                             f"{', '.join(registry.names())}) for the world, the peer and "
+                             "repeat-last, with intervals and an HTML report; any other "
+                             "name: that protocol of it alone")
     parser.add_argument("--model", action="append", default=[], metavar="NAME=DIR",
-                        help="long and revisit suites: a world to score, repeatable (same "
-                             "walks); NAME_seedK are seeds of NAME")
+                        help="long, revisit, full and its protocols: a world to score, "
+                             "repeatable (same walks); NAME_seedK are seeds of NAME")
     parser.add_argument("--checkpoint", default=str(DEFAULT_WORLD),
                         help="world directory (relative paths from the repository root)")
     parser.add_argument("--weights", default="world", help="subfolder: world | ema")

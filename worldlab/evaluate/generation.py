@@ -1,7 +1,9 @@
 """Generating from an engine episode: a world continues the episode's true frames under its
-actions, poses and prompts (`generate`), the step every protocol and predictor shares.
+actions, poses and prompts (`generate`), the step every protocol and predictor shares. It
+streams on the plain KV stream (`memory.stream`, memory off): the protocols that score a
+memory stream it with `memory_rollout`.
 
-Shape legend: t frames, n chunks, k = 3 caption fields, e text width.
+Shape legend: t frames, n chunks, f frames per chunk, k = 3 caption fields, e text width.
 """
 
 from __future__ import annotations
@@ -10,7 +12,8 @@ import numpy as np
 import torch
 
 from ..config import check_sampling_steps
-from ..model.sampler import rollout
+from ..memory.stream import NO_MEMORY, world_stream
+from ..model.sampler import chunk_conditions
 from ..pretrained import World
 
 
@@ -33,13 +36,26 @@ def generate(world: World, episode, start: int, context: int, frames: int,
              actions: np.ndarray | None = None, c2w: np.ndarray | None = None,
              steps: int | None = None, seed: int = 0) -> np.ndarray:
     """Frames [start + context, start + frames) generated from the true frames
-    [start, start + context), driven by the episode's (or the given) actions and poses."""
-    dev, cfg = world.device, world.config.sample
+    [start, start + context), driven by the episode's (or the given) actions and poses;
+    context and frames are whole chunks. One generator (on the world's device, from `seed`)
+    draws each chunk's noise and, with sample.context_noise, the noise of its context."""
+    f, dev, cfg = world.chunk_frames, world.device, world.config.sample
+    if context % f or frames % f or not 0 <= context < frames:
+        raise ValueError(f"context={context} and frames={frames} must be multiples of "
+                         f"chunk_frames={f} with context < frames")
     check_sampling_steps(world.config, steps or cfg.steps)
-    ctx = world.encode(episode.rgb[start:start + context])
-    lat = rollout(world.model, ctx, *episode_conditions(world, episode, start, frames, actions,
-                                                        c2w),
-                  steps=steps or cfg.steps, solver=cfg.solver,
-                  guidance=cfg.guidance, context_noise=cfg.context_noise,
-                  generator=torch.Generator(device=dev).manual_seed(seed))
-    return world.decode(lat[:, context:])
+    ctx = world.encode(episode.rgb[start:start + context])  # (1, context, c, h, w)
+    conditions = episode_conditions(world, episode, start, frames, actions, c2w)
+    stream = world_stream(world, memory=NO_MEMORY)
+    g = torch.Generator(device=dev).manual_seed(seed)
+    for j in range(context // f):
+        stream.append_truth(ctx[:, j * f:(j + 1) * f], chunk_conditions(j, f, *conditions))
+    out = []
+    for j in range(context // f, frames // f):
+        cond = chunk_conditions(j, f, *conditions)
+        noise = torch.randn((1, f, *ctx.shape[2:]), generator=g, dtype=ctx.dtype,
+                            device=ctx.device)  # (1, f, c, h, w)
+        out.append(stream.generate(noise, cond, steps))
+        if j < frames // f - 1:  # the last chunk has nobody left to attend to it
+            stream.append(out[-1], cond, g)
+    return world.decode(torch.cat(out, dim=1))

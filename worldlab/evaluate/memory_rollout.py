@@ -4,8 +4,8 @@ and its streaming cost: what the revisit protocol and the memory ablations score
 The first chunk comes from the engine; every later chunk is generated from the model's own
 previous chunks (the KV window) plus what its memory selects: the sink, chunks retrieved
 by field-of-view overlap, the 3D cache rendered into the new chunk's cameras
-(`memory.stream.MemoryStream`). A world without memory streams exactly as
-`protocols.generate` does.
+(`memory.stream.Stream`). A world without memory streams exactly as
+`generation.generate` does.
 
 Shape legend: T frames of an episode, f frames per chunk, h w frame size.
 """
@@ -18,18 +18,17 @@ import numpy as np
 import torch
 
 from ..config import check_sampling_steps
-from ..memory.stream import MemoryStream
+from ..memory.stream import Stream, world_stream
 from ..model.sampler import chunk_conditions
 from ..pretrained import World
 from .generation import episode_conditions
 from .protocols import chunk_noise, sync
 
 
-def memory_stream(world: World, episode, depth_head=None) -> MemoryStream:
-    """A MemoryStream of `world` for the cameras of `episode` (its intrinsics K), with the
-    world's own depth head unless `depth_head` is given."""
-    return MemoryStream(world.model, world.ae, world.config.memory, world.config.sample,
-                        K=episode.K[0], depth_head=depth_head or world.depth_head)
+def memory_stream(world: World, episode, depth_head=None) -> Stream:
+    """A Stream of `world` with its memory for the cameras of `episode` (its intrinsics
+    K), with the world's own depth head unless `depth_head` is given."""
+    return world_stream(world, episode.K[0], depth_head=depth_head)
 
 
 @torch.no_grad()

@@ -42,7 +42,7 @@ from ..camera import ACTION_WIDTH, Action
 from ..engines import make_engine
 from ..engines.policies import WALK
 from ..pretrained import World, load_world, resolve_checkpoint
-from .protocols import chunk_noise, make_chunk, still_conditions, sync
+from .protocols import chunk_noise, make_chunk, speed_stream, still_conditions, sync
 from .report import print_table
 
 COMPONENTS = ("attention", "mlp", "other", "decode", "engine", "python")
@@ -112,7 +112,7 @@ def _conditions(world: World, actions: np.ndarray, c2w: np.ndarray, text) -> dic
             "c2w": torch.as_tensor(c2w, dtype=torch.float32, device=dev)[None], "text": text}
 
 
-def _timed_chunk(world: World, cache, cond: dict, noise, twin: _Twin | None) -> dict:
+def _timed_chunk(world: World, stream, cond: dict, noise, twin: _Twin | None) -> dict:
     """Seconds of each of COMPONENTS (and the wall time) for one chunk."""
     totals = defaultdict(float)
     t0 = time.perf_counter()
@@ -121,7 +121,7 @@ def _timed_chunk(world: World, cache, cond: dict, noise, twin: _Twin | None) -> 
     if stepped is not None:
         cond = _conditions(world, *stepped, cond["text"])
     with block_timers(world, totals):
-        _, transformer, decode = make_chunk(world, cache, noise, cond)
+        _, transformer, decode = make_chunk(world, stream, noise, cond)
     wall = time.perf_counter() - t0
     return {"attention": totals["attention"], "mlp": totals["mlp"],
             "other": transformer - totals["attention"] - totals["mlp"], "decode": decode,
@@ -137,15 +137,15 @@ def profile_world(world: World, chunks: int = 8, twin: bool = False, seed: int =
                          "sample.compile=False")
     if isinstance(chunks, bool) or not isinstance(chunks, int) or chunks < 1:
         raise ValueError(f"chunks must be an int >= 1, got {chunks!r}")
-    cond, cache = still_conditions(world), world.model.new_cache(1)
+    cond, stream = still_conditions(world), speed_stream(world)
     g, fill = torch.Generator().manual_seed(seed), world.model.config.window_chunks
     eng = _Twin(world) if twin else None
     try:
         if eng is not None:  # the engine's first chunk is the context, as in a session
             rgb, c2w = eng.first_chunk()
-            world.model.append_chunk(world.encode(rgb), cache, defer=True, **_conditions(
+            stream.append_truth(world.encode(rgb), _conditions(
                 world, np.zeros((len(c2w), ACTION_WIDTH)), c2w, cond["text"]))
-        rows = [_timed_chunk(world, cache, cond, chunk_noise(world, g), eng)
+        rows = [_timed_chunk(world, stream, cond, chunk_noise(world, g), eng)
                 for _ in range(fill + chunks)][fill:]
     finally:
         if eng is not None:

@@ -32,7 +32,7 @@ from ..camera import ACTION_FIELDS, invert_pose
 from ..episodes import CHARACTER, SCENES, record_episode
 from ..metrics import frame_psnr, frame_ssim
 from ..model.autoencoder import evaluate_autoencoder, frames_to_tensor
-from ..model.sampler import append_generated, sample_chunk
+from ..memory.stream import NO_MEMORY, Stream, world_stream
 from ..pretrained import World
 from .baselines import repeat_baseline, warp_baseline
 from .predictors import as_predictor
@@ -167,17 +167,20 @@ def chunk_noise(world: World, generator: torch.Generator) -> torch.Tensor:
                         m.latent_size), generator=generator).to(world.device)
 
 
+def speed_stream(world: World) -> Stream:
+    """The stream the speed protocols time: the plain KV stream (no memory: a still camera
+    at identity poses has nothing to retrieve; `memory_rollout.stream_costs` times memory)."""
+    return world_stream(world, memory=NO_MEMORY)
+
+
 @torch.no_grad()
-def make_chunk(world: World, cache, noise: torch.Tensor, cond: dict,
+def make_chunk(world: World, stream: Stream, noise: torch.Tensor, cond: dict,
                steps: int | None = None):
-    """Sample one chunk from `noise` (1, f, c, h, w) with `steps` (default the world's),
-    append it to the cache (deferred: its K/V ride the next chunk's first pass) and decode
+    """Make one chunk on `stream` from `noise` (1, f, c, h, w) with `steps` (default the
+    world's) and append it (deferred: its K/V ride the next chunk's first pass), then decode
     it. Returns the latents and the seconds spent in the transformer and in the decode."""
-    cfg = world.config.sample
     t0 = time.perf_counter()
-    x = sample_chunk(world.model, cache, noise, steps or cfg.steps, cfg.solver, cfg.guidance,
-                     **cond)
-    append_generated(world.model, cache, x, cfg.context_noise, **cond)
+    x = stream.step(noise, cond, steps)
     sync(world.device)
     t1 = time.perf_counter()
     world.decode(x)
@@ -188,9 +191,9 @@ def make_chunk(world: World, cache, noise: torch.Tensor, cond: dict,
 def runtime(world: World, chunks: int = 50, steps: int | None = None) -> dict:
     """Streaming speed with the KV cache: per-chunk latency (sample + append + decode), and
     its transformer (sample + append) and decode parts, medians after 2 warm-up chunks."""
-    f, cache, cond = world.chunk_frames, world.model.new_cache(1), still_conditions(world)
+    f, stream, cond = world.chunk_frames, speed_stream(world), still_conditions(world)
     g = torch.Generator().manual_seed(0)
-    timed = [make_chunk(world, cache, chunk_noise(world, g), cond, steps)[1:]
+    timed = [make_chunk(world, stream, chunk_noise(world, g), cond, steps)[1:]
              for _ in range(chunks)]
     transformer_ms, decode_ms = 1e3 * np.array(timed).T  # (chunks,) each
     lat_ms = transformer_ms + decode_ms

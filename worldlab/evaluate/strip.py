@@ -5,7 +5,7 @@ autoencoder), one column per chosen frame.
     strip = reconstruction_strip({"2x": ae2x, "4x": ae4x}, rgb, scale=3)
 
 In a rollout strip every world starts from the same true first chunk and is driven by the
-episode's own actions and poses (`protocols.generate`), so the columns are the same moment
+episode's own actions and poses (`generation.generate`), so the columns are the same moment
 of the walk. A reconstruction strip shows what each autoencoder keeps of the same frames,
 magnified (each pixel a `scale` x `scale` block) so that pixel-level texture is visible.
 """

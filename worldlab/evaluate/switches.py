@@ -31,7 +31,8 @@ import numpy as np
 import torch
 
 from ..pretrained import load_world, resolve_checkpoint, resolve_device
-from .protocols import chunk_noise, heldout_episodes, make_chunk, next_chunk, still_conditions
+from .protocols import (chunk_noise, heldout_episodes, make_chunk, next_chunk, speed_stream,
+                        still_conditions)
 from .report import print_table, provenance
 
 OFF = {"quantize": "none", "compile": False, "autocast": "no"}
@@ -49,13 +50,13 @@ def stream_side_by_side(worlds: dict, chunks: int) -> dict:
     chunk."""
     first = next(iter(worlds.values()))
     warmup = first.model.config.window_chunks + 2
-    runs = {name: {"cache": w.model.new_cache(1), "cond": still_conditions(w), "times": [],
+    runs = {name: {"stream": speed_stream(w), "cond": still_conditions(w), "times": [],
                    "g": torch.Generator().manual_seed(0), "latents": []}
             for name, w in worlds.items()}
     for _ in range(warmup + chunks):
         for name, world in worlds.items():
             r, cpu = runs[name], time.process_time()
-            x, transformer, decode = make_chunk(world, r["cache"], chunk_noise(world, r["g"]),
+            x, transformer, decode = make_chunk(world, r["stream"], chunk_noise(world, r["g"]),
                                                 r["cond"])
             r["times"].append((transformer, decode, time.process_time() - cpu))
             r["latents"].append(x.float().cpu())

@@ -5,8 +5,9 @@
               point cache with a z-buffered render, reprojection error
     retrieval the one rule that picks a chunk's memory: the sink and the past chunks whose
               view overlaps the next chunk's most (WorldPlay); the chunk bank of a rollout
-    stream    a rollout with memory (`MemoryStream`): the bank, the 3D cache rendered into
-              each new chunk's cameras, the KV window
+    stream    one rollout (`Stream`), the one place chunks are made at run time: the KV
+              window and, with memory on, the bank and the 3D cache rendered into each new
+              chunk's cameras; saved and loaded bit for bit
 
 The network half (memory tokens, their compression, the gated memory attention) lives with
 the world model, in `model/memory_tokens.py` and `model/dit.py`.

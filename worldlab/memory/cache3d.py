@@ -27,14 +27,14 @@ from .. import camera
 # ----------------------------------------------------------------------------------------
 
 
-def _check_rgb(name: str, rgb) -> np.ndarray:
+def check_rgb(name: str, rgb) -> np.ndarray:
     rgb = np.asarray(rgb)
     if rgb.ndim != 3 or rgb.shape[2] != 3 or rgb.dtype != np.uint8:
         raise ValueError(f"{name} must be uint8 (h, w, 3), got {rgb.dtype} {rgb.shape}")
     return rgb
 
 
-def _check_depth(name: str, depth, hw: tuple[int, int] | None = None) -> np.ndarray:
+def check_depth(name: str, depth, hw: tuple[int, int] | None = None) -> np.ndarray:
     depth = np.asarray(depth)
     if depth.ndim != 2 or not np.issubdtype(depth.dtype, np.floating):
         raise ValueError(f"{name} must be a float (h, w) map, got {depth.dtype} {depth.shape}")
@@ -133,9 +133,9 @@ def warp_frame(src_rgb, src_depth, src_c2w, dst_c2w, K, dst_K=None, splat: int =
     Returns rgb (h, w, 3) uint8, depth (h, w) float32 z-depth in the target (inf where no
     source point landed) and the coverage mask (h, w) bool.
     """
-    src_rgb = _check_rgb("src_rgb", src_rgb)
+    src_rgb = check_rgb("src_rgb", src_rgb)
     h, w = src_rgb.shape[:2]
-    src_depth = _check_depth("src_depth", src_depth, (h, w))
+    src_depth = check_depth("src_depth", src_depth, (h, w))
     K = camera.check_K(K)
     dst_K = K if dst_K is None else camera.check_K(dst_K, "dst_K")
     points, idx = _valid_points(src_depth, K, camera.check_c2w(src_c2w, "src_c2w"))
@@ -153,9 +153,9 @@ def backward_warp(src_rgb, dst_depth, src_c2w, dst_c2w, K, src_depth=None,
     by more than `occlusion_tol` (relative) is hidden from the source and marked invalid.
     Returns rgb (h, w, 3) uint8 and the valid mask (h, w) bool.
     """
-    src_rgb = _check_rgb("src_rgb", src_rgb)
+    src_rgb = check_rgb("src_rgb", src_rgb)
     hs, ws = src_rgb.shape[:2]
-    dst_depth = _check_depth("dst_depth", dst_depth)
+    dst_depth = check_depth("dst_depth", dst_depth)
     if interp not in ("nearest", "bilinear"):
         raise ValueError(f"interp must be 'nearest' or 'bilinear', got {interp!r}")
     if not (np.isfinite(occlusion_tol) and occlusion_tol > 0):
@@ -169,7 +169,7 @@ def backward_warp(src_rgb, dst_depth, src_c2w, dst_c2w, K, src_depth=None,
     col, row = np.floor(uv[:, 0]).astype(np.int64), np.floor(uv[:, 1]).astype(np.int64)
     ok = (z > 1e-6) & (col >= 0) & (col < ws) & (row >= 0) & (row < hs)
     if src_depth is not None:
-        src_depth = _check_depth("src_depth", src_depth, (hs, ws))
+        src_depth = check_depth("src_depth", src_depth, (hs, ws))
         d = src_depth[row.clip(0, hs - 1), col.clip(0, ws - 1)]
         with np.errstate(invalid="ignore"):
             ok &= np.abs(d - z) <= occlusion_tol * z
@@ -278,9 +278,9 @@ class PointCache:
         Returns the number of points added (new voxels, counted before any are dropped for
         `max_points`); refreshed voxels are not counted.
         """
-        rgb = _check_rgb("rgb", rgb)
+        rgb = check_rgb("rgb", rgb)
         hw = rgb.shape[:2]
-        depth = _check_depth("depth", depth, hw)
+        depth = check_depth("depth", depth, hw)
         keep = None if mask is None else _check_mask("mask", mask, hw)
         points, idx = _valid_points(depth, camera.check_K(K), camera.check_c2w(c2w), keep)
         keys = self._pack(points)

@@ -9,7 +9,8 @@ room seen minutes ago comes back when the player turns to face it again.
   through its frustum between `near` and `far`) that a destination camera also sees.
 - `chunk_overlap`: how much of a target chunk's view each past chunk shows.
 - `select_memory`: THE selection rule (sink first, then the best-overlapping older chunks),
-  the same function at training time and at play time.
+  the same function at training time and at play time; `memory_slots`: THE padding rule
+  that fills the model's fixed number of slots, also shared.
 - `ChunkBank`: the play-time store of one rollout's past chunks (latents, poses, depth).
 
 Plain numpy in worldlab's conventions (`worldlab.camera`): poses are camera-to-world with
@@ -247,6 +248,21 @@ def select_memory(chunk_c2w, target_index: int, window: int, retrieve: int, sink
     score = chunk_overlap(chunks[candidates], chunks[t], K, hw, depth)
     order = np.lexsort((-candidates, -score))  # best first, then the more recent
     return out + [int(candidates[i]) for i in order[:retrieve] if score[i] > 0]
+
+
+def memory_slots(picked: list[int], slots: int, target: int) -> tuple[list[int], list[bool]]:
+    """The chunk of each of `slots` memory slots for chunk `target`, and which are valid:
+    the `picked` chunks (`select_memory`) first, then padding. A padding slot is masked
+    (valid False: its attention weight is exactly 0, so it is never read) and holds the
+    chunk just before the target (the target for chunk 0): a real chunk with a finite
+    pose, there in training's clips and in play's bank alike. Training and play both pad
+    here, so a model sees the same memory input for the same walk in either."""
+    slots, target = _check_int("slots", slots, 0), _check_int("target", target, 0)
+    if len(picked) > slots:
+        raise ValueError(f"{len(picked)} chunks picked for {slots} memory slots")
+    pad = max(target - 1, 0)
+    return [int(i) for i in picked] + [pad] * (slots - len(picked)), \
+        [True] * len(picked) + [False] * (slots - len(picked))
 
 
 # ----------------------------------------------------------------------------------------

@@ -1,22 +1,26 @@
-"""A rollout with memory: the KV window plus what `config.memory` carries past it.
+"""`Stream`: one rollout of a world, the one place chunks are made at run time.
 
-`MemoryStream` generates chunk after chunk like `sampler.rollout`, and before each chunk
-gathers its memory:
+Play (`play.WorldSession`), every evaluation protocol and the notebooks make their chunks
+through a `Stream`; the sampler (`model.sampler`) keeps the math it calls, and training's
+own rollouts. A stream holds the KV window (`KVCache`) and, when `config.memory` switches
+any on, what carries the past beyond it; with memory off it is the plain KV stream.
+Before each chunk it gathers that chunk's memory:
 
 - the **sink** and the chunks **retrieved** by field-of-view overlap with the chunk's
   cameras (`retrieval.select_memory`, the same rule as in training) from a `ChunkBank` of
   every chunk so far, given to the model as `MemoryChunks` (padded to a fixed number of
   slots, so every chunk costs the same);
-- the **3D cache**: past frames (the model's own, every `cache_stride`-th) fused into a
-  `PointCache` with depth from the engine ("oracle") or from a depth head on the model's
-  own frames ("own"), rendered into the chunk's cameras, encoded, with its coverage.
+- the **3D cache**: past frames (every `cache_stride`-th) fused into a `PointCache` with
+  depth from the engine ("oracle") or from a depth head on the frames ("own"), rendered
+  into the chunk's cameras, encoded, with its coverage.
 
-The stream keeps no frames it does not need: latents and poses in the bank, points in the
-cache. `observe` hands it each decoded chunk (and the engine's depth, read only by the
-oracle cache).
+A true chunk goes in with `append_truth`; a made one with `generate` then `append` (or
+`step`, both); `observe` hands the stream each chunk's decoded frames (and the engine's
+depth, read by the oracle cache only). `snapshot`/`restore` take back chunks (a failed
+chunk in play); `to_tensors`/`load_tensors` save and load the whole stream bit for bit.
 
 Shape legend: f frames per chunk, c latent channels, h w latent size, H W frame size,
-k memory slots.
+k memory slots, n chunks in the bank, p points, L cached tokens, hd head width.
 """
 
 from __future__ import annotations
@@ -25,15 +29,19 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from ..config import MemoryConfig, SampleConfig
+from ..config import MemoryConfig, SampleConfig, uses_memory
 from ..model.autoencoder import frames_to_tensor
 from ..model.memory_tokens import MemoryChunks
 from ..model.sampler import append_generated, sample_chunk
-from .cache3d import PointCache, _check_depth, _check_rgb
-from .retrieval import ChunkBank
+from .cache3d import PointCache, check_depth, check_rgb
+from .retrieval import ChunkBank, memory_slots
 
 CACHE_VOXEL_M = 0.05  # point-cache cell: about a pixel at 3 m in a 64-pixel frame
 CACHE_SPLAT = 2  # pixels per rendered point: fills the gaps between sparse points
+# a context chunk waiting for its K/V (`KVCache.pending`) is saved as these inputs, so a
+# resumed stream runs it in the same pass as the live one would: the same numbers
+PENDING_INPUTS = ("x", "t", "actions", "c2w", "text")
+POINT_ARRAYS = ("points", "colors", "keys", "seen")  # a PointCache.snapshot's arrays
 
 
 def cache_latent(autoencoder, points: PointCache, c2w: np.ndarray, K: np.ndarray, size: int,
@@ -51,20 +59,37 @@ def cache_latent(autoencoder, points: PointCache, c2w: np.ndarray, K: np.ndarray
     return torch.cat([lat * (cov > 0), cov], dim=2)
 
 
-class MemoryStream:
-    """One rollout of `model` with the memory `memory` (see the module docstring); K are
-    the cameras' intrinsics at the frame size, `depth_head` (frames -> depth) is needed for
-    memory.cache3d = "own"; `cache` a KV cache to stream on (default a new one)."""
+NO_MEMORY = MemoryConfig()  # every memory off: the plain KV stream
 
-    def __init__(self, model, autoencoder, memory: MemoryConfig, sample: SampleConfig, K,
-                 depth_head=None, cache=None):
+
+def world_stream(world, K=None, memory: MemoryConfig | None = None, depth_head=None
+                 ) -> "Stream":
+    """A new stream of a `pretrained.World` with its memory (or `memory`, e.g. NO_MEMORY),
+    its sampling settings and its depth head (or `depth_head`); K (3, 3) the cameras'
+    intrinsics at the frame size, needed by a memory."""
+    return Stream(world.model, world.ae, world.config.memory if memory is None else memory,
+                  world.config.sample, K, depth_head=depth_head or world.depth_head)
+
+
+class Stream:
+    """One rollout of `model` with the memory `memory` (see the module docstring; memory
+    all off: the plain KV stream). K are the cameras' intrinsics at the frame size (needed
+    only with memory), `depth_head` (frames -> depth) is needed for memory.cache3d = "own"."""
+
+    def __init__(self, model, autoencoder, memory: MemoryConfig, sample: SampleConfig, K=None,
+                 depth_head=None):
         if memory.cache3d == "own" and depth_head is None:
             raise ValueError("memory.cache3d='own' fuses the model's frames with its own depth: "
                              "pass depth_head (a world's depth head, see train.depth_head)")
+        if uses_memory(memory) and K is None:
+            raise ValueError("a stream with memory needs K, the cameras' (3, 3) intrinsics at "
+                             "the frame size (retrieval and the 3D cache project with it)")
         self.model, self.ae, self.memory, self.sample = model, autoencoder, memory, sample
-        self.K, self.depth_head = np.asarray(K, np.float64), depth_head
-        self.cache = model.new_cache(1) if cache is None else cache
-        self.bank = ChunkBank()
+        self.K = None if K is None else np.asarray(K, np.float64)
+        self.depth_head = depth_head
+        self.cache = model.new_cache(1)
+        # the bank keeps every chunk (memory reads it, the 3D cache its poses): only with memory
+        self.bank = ChunkBank() if uses_memory(memory) else None
         self.points = PointCache(CACHE_VOXEL_M, memory.cache_points) \
             if memory.cache3d != "off" else None
         self.slots = int(memory.sink) + memory.retrieve
@@ -76,53 +101,38 @@ class MemoryStream:
     def device(self):
         return next(self.model.parameters()).device
 
-    def append_truth(self, latents: torch.Tensor, cond: dict, rgb: np.ndarray,
-                     depth=None) -> None:
-        """A true chunk (1, f, c, h, w) (the first, or every one of a teacher-forced stream)
-        with its conditions and frames (f, H, W, 3): into the cache, the bank, the 3D
-        cache."""
+    # ---- chunks in -----------------------------------------------------------------------
+
+    def append_truth(self, latents: torch.Tensor, cond: dict, rgb: np.ndarray | None = None,
+                     depth=None, c2w: np.ndarray | None = None) -> None:
+        """A true chunk (1, f, c, h, w) (a context chunk, or every one of a teacher-forced
+        stream) with its conditions (actions, c2w (1, f, 4, 4), text) and frames (f, H, W,
+        3) (read by the 3D cache only): into the cache, the bank, the 3D cache. Its K/V are
+        computed with the next chunk's first pass (deferred). `c2w` (f, 4, 4), when known in
+        float64 (play's own poses), places it in memory instead of cond's float32 ones."""
+        if self.points is not None and rgb is None:
+            raise ValueError("a stream with a 3D cache fuses every chunk's frames: "
+                             "append_truth needs rgb (f, H, W, 3)")
         self.model.append_chunk(latents, self.cache, defer=True, **cond)
-        self.remember(latents[0], cond["c2w"][0].double().cpu().numpy(), rgb, depth)
-
-    def remember(self, latents: torch.Tensor, c2w: np.ndarray, rgb: np.ndarray,
-                 depth=None) -> None:
-        """A true chunk already in the KV cache (latents (f, c, h, w), cameras c2w (f, 4, 4),
-        frames (f, H, W, 3)): into the bank and the 3D cache."""
-        self.bank.add(latents, c2w)
-        self.observe(rgb, depth)
-
-    def _memory(self, c2w: np.ndarray, hw: tuple[int, int]) -> MemoryChunks | None:
-        """The sink and retrieved chunks for a chunk at cameras c2w (f, 4, 4), padded to
-        the stream's slots; None when the world has no memory attention."""
-        if self.slots == 0:
-            return None
-        m = self.memory
-        picked = self.bank.select(c2w, self.model.config.window_chunks, m.retrieve, m.sink,
-                                  self.K, hw)
-        self.last_memory = list(picked)
-        lat0 = self.bank.latents([0])[0]
-        lat = torch.zeros((self.slots, *lat0.shape), dtype=lat0.dtype)
-        poses = np.repeat(c2w[None], self.slots, 0)  # padding slots: any finite pose
-        if picked:
-            lat[:len(picked)] = torch.as_tensor(self.bank.latents(picked))
-            poses[:len(picked)] = self.bank.poses(picked)
-        valid = torch.zeros(1, self.slots, dtype=torch.bool)
-        valid[0, :len(picked)] = True
-        self.last_tokens = len(picked) * self.model.memory_encoder.per_chunk
-        return MemoryChunks(lat[None], torch.as_tensor(poses, dtype=torch.float32)[None],
-                            valid).to(self.device)
+        if self.bank is not None:
+            self.bank.add(latents[0], cond["c2w"][0].double().cpu().numpy() if c2w is None
+                          else c2w)
+            self.observe(rgb, depth)
 
     @torch.no_grad()
     def generate(self, noise: torch.Tensor, cond: dict, steps: int | None = None) -> torch.Tensor:
         """The next chunk (1, f, c, h, w) from noise with the conditions `cond` (actions, c2w
         (1, f, 4, 4), text), reading memory; nothing is appended (`append`, or
         `append_truth` for a teacher-forced stream, must follow)."""
-        c2w = cond["c2w"][0].double().cpu().numpy()
-        size = noise.shape[-1] * self.ae.downsample
-        extra = {"memory": self._memory(c2w, (size, size))}  # None without memory slots
-        if self.points is not None:
-            extra["cache_latent"] = cache_latent(self.ae, self.points, c2w, self.K, size,
-                                                 self.device)
+        extra = {}
+        if self.bank is not None:
+            c2w = cond["c2w"][0].double().cpu().numpy()
+            size = noise.shape[-1] * self.ae.downsample
+            if self.slots:
+                extra["memory"] = self._memory(c2w, (size, size))
+            if self.points is not None:
+                extra["cache_latent"] = cache_latent(self.ae, self.points, c2w, self.K, size,
+                                                     self.device)
         s = self.sample
         return sample_chunk(self.model, self.cache, noise, steps or s.steps, s.solver,
                             s.guidance, **cond, **extra)
@@ -132,27 +142,17 @@ class MemoryStream:
         settings' context_noise, drawn from `generator`) and the bank."""
         append_generated(self.model, self.cache, x, self.sample.context_noise, generator,
                          **cond)
-        self.bank.add(x[0], cond["c2w"][0].double().cpu().numpy())
+        if self.bank is not None:
+            self.bank.add(x[0], cond["c2w"][0].double().cpu().numpy())
 
     @torch.no_grad()
-    def step(self, noise: torch.Tensor, cond: dict, steps: int | None = None) -> torch.Tensor:
+    def step(self, noise: torch.Tensor, cond: dict, steps: int | None = None,
+             generator=None) -> torch.Tensor:
         """Generate the next chunk and append it (`generate`, then `append`). `observe` must
         follow with its decoded frames when the world has a 3D cache."""
         x = self.generate(noise, cond, steps)
-        self.append(x, cond)
+        self.append(x, cond, generator)
         return x
-
-    def snapshot(self) -> tuple:
-        """What `restore` needs to take back the chunks made after it (the KV cache has its
-        own snapshot)."""
-        return (len(self.bank), self._frames, list(self.last_memory), self.last_tokens,
-                None if self.points is None else self.points.snapshot())
-
-    def restore(self, snapshot: tuple) -> None:
-        n, self._frames, self.last_memory, self.last_tokens, points = snapshot
-        self.bank.truncate(n)
-        if points is not None:
-            self.points.restore(points)
 
     def observe(self, rgb: np.ndarray, depth=None) -> None:
         """The decoded frames (f, H, W, 3) of the last chunk (and the engine's depth (f, H,
@@ -169,8 +169,109 @@ class MemoryStream:
             raise ValueError(f"observe takes the last chunk's {len(c2w)} frames and depth maps, "
                              f"got {len(rgb)} frames and {len(depth)} depth maps")
         for i in range(len(rgb)):  # every frame checked before any is fused
-            _check_depth(f"depth[{i}]", depth[i], _check_rgb(f"rgb[{i}]", rgb[i]).shape[:2])
+            check_depth(f"depth[{i}]", depth[i], check_rgb(f"rgb[{i}]", rgb[i]).shape[:2])
         for i in range(len(rgb)):
             if (self._frames + i) % self.memory.cache_stride == 0:
                 self.points.fuse(rgb[i], depth[i], c2w[i], self.K)
         self._frames += len(rgb)
+
+    # ---- the memory of one chunk -----------------------------------------------------------
+
+    def _memory(self, c2w: np.ndarray, hw: tuple[int, int]) -> MemoryChunks:
+        """The sink and retrieved chunks for a chunk at cameras c2w (f, 4, 4), padded to
+        the stream's slots by `memory_slots`, the rule training's clips use too."""
+        m = self.memory
+        picked = self.bank.select(c2w, self.model.config.window_chunks, m.retrieve, m.sink,
+                                  self.K, hw)
+        self.last_memory = list(picked)
+        self.last_tokens = len(picked) * self.model.memory_encoder.per_chunk
+        chunks, valid = memory_slots(picked, self.slots, len(self.bank))
+        lat = torch.as_tensor(self.bank.latents(chunks)).float()  # (k, f, c, h, w)
+        poses = torch.as_tensor(self.bank.poses(chunks), dtype=torch.float32)  # (k, f, 4, 4)
+        return MemoryChunks(lat[None], poses[None], torch.tensor([valid])).to(self.device)
+
+    # ---- taking back and saving ------------------------------------------------------------
+
+    def snapshot(self) -> tuple:
+        """What `restore` needs to take back every chunk made after it (cheap: nothing is
+        written in place, references suffice)."""
+        return (self.cache.snapshot(), None if self.bank is None else len(self.bank),
+                self._frames, list(self.last_memory), self.last_tokens,
+                None if self.points is None else self.points.snapshot())
+
+    def restore(self, snapshot: tuple) -> None:
+        cache, n, self._frames, self.last_memory, self.last_tokens, points = snapshot
+        self.cache.restore(cache)
+        if n is not None:
+            self.bank.truncate(n)
+        if points is not None:
+            self.points.restore(points)
+
+    def to_tensors(self) -> tuple[dict[str, torch.Tensor], dict]:
+        """(tensors, JSON-able metadata) that `load_tensors` turns back into this stream:
+        the KV cache ("cache.*": per-layer K/V (1, heads, L, hd), the last pose, a chunk
+        waiting for its K/V as its inputs) and the memory ("memory.*": the bank's latents
+        (n, f, c, h, w) and poses (n, f, 4, 4), K, the point cache's arrays)."""
+        tensors = _cache_tensors(self.cache)
+        meta = {"chunks": self.cache.chunks, "memory": None}
+        if self.bank is None:
+            return tensors, meta
+        every = range(len(self.bank))
+        if len(self.bank):
+            tensors["memory.latents"] = torch.as_tensor(self.bank.latents(every)).cpu()
+            tensors["memory.c2w"] = torch.from_numpy(self.bank.poses(every).copy())
+        tensors["memory.K"] = torch.from_numpy(self.K.copy())
+        meta["memory"] = {"chunks": len(self.bank), "frames": self._frames,
+                          "last_memory": list(self.last_memory),
+                          "last_tokens": self.last_tokens}
+        if self.points is not None:
+            *arrays, meta["memory"]["fuses"] = self.points.snapshot()
+            for name, array in zip(POINT_ARRAYS, arrays):
+                tensors[f"memory.{name}"] = torch.from_numpy(array.copy())
+        return tensors, meta
+
+    def load_tensors(self, tensors: dict, meta: dict) -> None:
+        """Fill this new stream from `to_tensors`' output (checked by the caller, e.g.
+        `play.saved.check_tensors`), copied into torch's own (aligned) memory on the
+        model's device: a kernel's last bits can depend on where its input sits."""
+        own = lambda key: tensors[key].to(self.device, copy=True)  # noqa: E731
+        _load_cache(self.cache, tensors, meta["chunks"], own)
+        memory = meta.get("memory")
+        if self.bank is None or memory is None:
+            return
+        if memory["chunks"]:
+            latents = own("memory.latents")  # (n, f, c, h, w)
+            for j in range(memory["chunks"]):
+                self.bank.add(latents[j], tensors["memory.c2w"][j].numpy())
+        self._frames, self.last_tokens = memory["frames"], memory["last_tokens"]
+        self.last_memory = list(memory["last_memory"])
+        if self.points is not None:
+            arrays = [tensors[f"memory.{name}"].numpy().copy() for name in POINT_ARRAYS]
+            self.points.restore((*arrays, memory["fuses"]))
+
+
+def _cache_tensors(cache) -> dict[str, torch.Tensor]:
+    """The KV cache as named CPU tensors (`Stream.to_tensors`)."""
+    tensors = {}
+    for i, (k, v) in enumerate(zip(cache.keys, cache.values)):
+        if k is not None:
+            tensors[f"cache.k.{i}"], tensors[f"cache.v.{i}"] = k.cpu(), v.cpu()
+    if cache.last_pose is not None:
+        tensors["cache.last_pose"] = cache.last_pose.cpu()
+    if cache.pending is not None:
+        for name in PENDING_INPUTS:
+            tensors[f"cache.pending.{name}"] = cache.pending[name].cpu()
+    return tensors
+
+
+def _load_cache(cache, tensors: dict, chunks: int, own) -> None:
+    """The inverse of `_cache_tensors`, into a new, empty cache."""
+    cache.chunks = chunks
+    for i in range(len(cache.keys)):
+        if f"cache.k.{i}" in tensors:
+            cache.keys[i], cache.values[i] = own(f"cache.k.{i}"), own(f"cache.v.{i}")
+    if "cache.last_pose" in tensors:
+        cache.last_pose = own("cache.last_pose")
+    if "cache.pending.x" in tensors:
+        cache.pending = dict(text_drop=None, cache_latent=None, **{
+            name: own(f"cache.pending.{name}") for name in PENDING_INPUTS})

@@ -166,7 +166,10 @@ def checking_values() -> bool:
     return not torch.compiler.is_compiling()
 
 
-def _check_tensor(name: str, x, shape: tuple, expected: str) -> torch.Tensor:
+def check_tensor(name: str, x, shape: tuple, expected: str) -> torch.Tensor:
+    """`x` itself if it is a tensor of `shape` (and finite, in eager runs); else ValueError
+    naming `name` and `expected`. Public: the transformer and the memory tokens check their
+    inputs through it too."""
     if not isinstance(x, torch.Tensor):
         raise ValueError(f"{name} must be a torch.Tensor {expected}, got {type(x).__name__}")
     if tuple(x.shape) != tuple(shape):
@@ -180,7 +183,7 @@ def _check_tensor(name: str, x, shape: tuple, expected: str) -> torch.Tensor:
 
 def check_time(t, shape: tuple, expected: str = "(b, n) flow time per chunk") -> torch.Tensor:
     """Flow time in [0, 1]: one noise level per chunk."""
-    _check_tensor("t", t, shape, expected)
+    check_tensor("t", t, shape, expected)
     if checking_values() and bool((t < 0).any() | (t > 1).any()):
         raise ValueError(f"t must lie in [0, 1] (0 clean, 1 noise); got min {t.min().item()}, "
                          f"max {t.max().item()}")
@@ -189,7 +192,7 @@ def check_time(t, shape: tuple, expected: str = "(b, n) flow time per chunk") ->
 
 def check_actions(actions, b: int, t: int, width: int) -> torch.Tensor:
     """Canonical action vectors (b, t, a); buttons (the last a - 4 entries) must be 0 or 1."""
-    _check_tensor("actions", actions, (b, t, width),
+    check_tensor("actions", actions, (b, t, width),
                   f"(b, t, a) with action width a={width} (fields forward, right, yaw, pitch, "
                   f"{', '.join(BUTTONS)})")
     held = actions[..., N_CONTINUOUS:]
@@ -201,16 +204,16 @@ def check_actions(actions, b: int, t: int, width: int) -> torch.Tensor:
 
 def check_pose_tensor(c2w, b: int, t: int) -> torch.Tensor:
     """Absolute camera-to-world poses (b, t, 4, 4), finite."""
-    return _check_tensor("c2w", c2w, (b, t, 4, 4), "(b, t, 4, 4) camera-to-world poses")
+    return check_tensor("c2w", c2w, (b, t, 4, 4), "(b, t, 4, 4) camera-to-world poses")
 
 
 def check_text(text, drop, b: int, n: int, k: int, e: int):
     """Caption embeddings (b, n, k, e) or None; drop mask (b, n) bool or None."""
     if text is not None:
-        _check_tensor("text", text, (b, n, k, e),
+        check_tensor("text", text, (b, n, k, e),
                       f"(b, n, k, e) caption embeddings with k={k} tokens of dim e={e}")
     if drop is not None:
-        _check_tensor("text_drop", drop, (b, n), "(b, n) boolean drop mask")
+        check_tensor("text_drop", drop, (b, n), "(b, n) boolean drop mask")
         if drop.dtype != torch.bool:
             raise ValueError(f"text_drop must be a bool tensor (b, n); got dtype {drop.dtype}")
     return text, drop

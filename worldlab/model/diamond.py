@@ -49,11 +49,11 @@ from torch import nn
 from torch.nn import functional as F
 
 from ..camera import ACTION_WIDTH
+from ..config import SOLVERS
 
 # forward, right (metres a step, DOOM walks <= 0.5), yaw, pitch (degrees, DOOM turns
 # <= 45): scaled so a typical step is O(1); buttons are 0/1 already
 ACTION_SCALE = (2.0, 2.0, 1.0 / 15.0, 1.0 / 15.0) + (1.0,) * (ACTION_WIDTH - 4)
-SOLVERS = ("euler", "heun")
 
 # ----------------------------------------------------------------------------------------
 # Config

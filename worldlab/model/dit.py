@@ -35,10 +35,9 @@ from einops import rearrange
 
 from . import conditioning as cond
 from .memory_tokens import MemoryChunks, MemoryEncoder, MemoryRead
-from ..config import ModelConfig
+from ..config import CONTROLS, ModelConfig
 from ..loading import load_module, read_model_config
 
-CONTROLS = ("pose", "action", "both")
 ROPE_BASE = 10_000.0
 
 # ----------------------------------------------------------------------------------------
@@ -623,9 +622,9 @@ class WorldModel(ModelMixin, ConfigMixin):
         if cache_latent is not None and not cfg.cache_latent:
             raise ValueError("cache_latent was given but the model has cache_latent=False")
         if cache_latent is not None:
-            cond._check_tensor("cache_latent", cache_latent,
-                               (b, frames, cfg.latent_channels + 1, cfg.latent_size,
-                                cfg.latent_size), "(b, t, c+1, h, w) cache latent + coverage")
+            cond.check_tensor("cache_latent", cache_latent,
+                              (b, frames, cfg.latent_channels + 1, cfg.latent_size,
+                               cfg.latent_size), "(b, t, c+1, h, w) cache latent + coverage")
         return b, frames
 
 

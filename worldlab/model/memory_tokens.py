@@ -57,7 +57,7 @@ class MemoryChunks:
             raise ValueError(f"memory latents must be (b={b}, k<= {max_chunks}, f={f}, c={c}, "
                              f"{size}, {size}); got {tuple(getattr(lat, 'shape', ()))}")
         k = lat.shape[1]
-        cond._check_tensor("memory c2w", self.c2w, (b, k, f, 4, 4), "(b, k, f, 4, 4) poses")
+        cond.check_tensor("memory c2w", self.c2w, (b, k, f, 4, 4), "(b, k, f, 4, 4) poses")
         if not (isinstance(self.valid, torch.Tensor) and self.valid.dtype == torch.bool
                 and tuple(self.valid.shape) == (b, k)):
             raise ValueError(f"memory valid must be a bool (b={b}, k={k}) tensor; got "

@@ -7,7 +7,10 @@ velocity a single Euler step lands exactly on x0.
 
 `sample_chunk` turns noise into one chunk against a session's KV cache; `rollout` appends
 the context chunks to the cache, then generates the rest one chunk at a time, appending each
-generated chunk (at t = 0) so the next one sees it. Appends are deferred: a chunk's K/V are
+generated chunk (at t = 0) so the next one sees it. This is the math: at run time (play,
+evaluation, notebooks) chunks are made by `memory.stream.Stream`, which calls `sample_chunk`
+and `append_generated`; `rollout` and `prefill` serve training's own rollouts
+(tests/test_one_stream.py holds the line). Appends are deferred: a chunk's K/V are
 computed in the next chunk's first pass (`WorldModel.append_chunk(defer=True)`), so a
 4-step sampler costs 4 passes per chunk, not 5.
 
@@ -23,7 +26,7 @@ import torch
 
 from .memory_tokens import MemoryChunks
 
-SOLVERS = ("euler", "heun")
+from ..config import SOLVERS  # spelled once, in the config that checks it
 
 # ----------------------------------------------------------------------------------------
 # One chunk

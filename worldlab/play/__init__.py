@@ -16,12 +16,14 @@ from . import distill_bench
 from .live import LiveLoop
 from .script import (baseline_psnr, demo_script, load_script, parse_script, play_script,
                      scores, write_mp4, write_outputs)
-from .session import (DEMO_PROMPT, LATENCY_POLICIES, StepResult, WorldSession, check_action)
+from .pace import PacePolicy
+from .session import (DEMO_PROMPT, LATENCY_POLICIES, SessionStatus, StepResult,
+                      UnknownPromptWarning, WorldSession, check_action)
 from .state import SessionState
 from .widgets import KEYMAP, NotebookGame
 
 __all__ = ["distill_bench", "WorldSession", "SessionState", "StepResult", "NotebookGame",
-           "KEYMAP", "LiveLoop",
+           "KEYMAP", "LiveLoop", "PacePolicy", "SessionStatus", "UnknownPromptWarning",
            "DEMO_PROMPT", "LATENCY_POLICIES", "check_action", "demo_script", "parse_script",
            "load_script", "play_script", "write_mp4", "write_outputs", "scores",
            "baseline_psnr"]

@@ -10,13 +10,20 @@ changes (`check`), and every error names the file and the field.
 Shape legend: h w height/width, f frames per chunk, a action width, m buffered actions,
 L cached tokens, hd head width, c latent channels, s latent side, k text tokens, e text width.
 
-Version 2 saves a context chunk that waits for its K/V (`KVCache.pending`) as its inputs;
-version 1 computed its K/V before saving, in a pass of its own, whose last bits can differ
-from the live session's joint pass. Both versions are read.
+Version 3 saves a world's memory too (`memory.stream.Stream.to_tensors`: the chunk bank's
+latents and poses, the cameras' K, the point cache's arrays; `memory` and `memory_config`
+in session.json), so a session with memory resumes bit for bit like any other. Version 2
+saves a context chunk that waits for its K/V (`KVCache.pending`) as its inputs; version 1
+computed its K/V before saving, in a pass of its own, whose last bits can differ from the
+live session's joint pass. All three are read (versions 1 and 2 hold worlds without
+memory, the only ones they could save).
+
+Memory shapes: n chunks in the bank, p points in the 3D cache.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 from pathlib import Path
@@ -26,12 +33,15 @@ import torch
 
 from ..atomic import atomic_dir
 from ..camera import ACTION_WIDTH
+from ..config import MemoryConfig, uses_memory
 from ..engines import ENGINES
+from ..memory.stream import PENDING_INPUTS, POINT_ARRAYS
 from ..model.textenc import check_prompt
-from .state import LOG_BYTES, PENDING_INPUTS
+from .state import LOG_BYTES
 
-FORMAT, VERSION = "worldlab.session", 2
-READABLE = (1, 2)  # the versions `read` accepts
+FORMAT, VERSION = "worldlab.session", 3
+READABLE = (1, 2, 3)  # the versions `read` accepts
+NO_MEMORY = dataclasses.asdict(MemoryConfig())  # what saves before version 3 held
 STATE_FILE, META_FILE = "state.safetensors", "session.json"
 LATENCY_POLICIES = ("hold", "buffer")
 RNG_BYTES = int(torch.Generator().get_state().numel())  # a CPU generator's state
@@ -189,6 +199,38 @@ def check_meta(meta: dict, where: Path) -> None:
         for k, p in v.items()), "an object of step index -> prompt", where)
     if meta["twin"] and meta["engine"] is None:
         raise SaveError(f"{where}: a session with a twin needs its engine name")
+    if meta.get("version", VERSION) >= 3:
+        _field(meta, "memory_config", lambda v: isinstance(v, dict), "an object (the world's "
+               "memory section)", where)
+        _field(meta, "memory", lambda v: v is None or _memory_meta(v), "null or an object of "
+               "chunks, frames, last_tokens (ints >= 0), last_memory (chunk indices) and, with "
+               "a 3D cache, fuses", where)
+
+
+def _memory_meta(v) -> bool:
+    if not isinstance(v, dict):
+        return False
+    ints = ("chunks", "frames", "last_tokens") + (("fuses",) if "fuses" in v else ())
+    return set(v) <= {*ints, "last_memory"} and all(_int()(v.get(k)) for k in ints) \
+        and isinstance(v.get("last_memory"), list) \
+        and all(_int()(i) and i < v["chunks"] for i in v["last_memory"])
+
+
+def check_memory(meta: dict, memory_config: dict, where: Path) -> None:
+    """The save's memory section (saves before version 3: none) against the world's: a
+    session resumes only with the memory it was made with."""
+    theirs = meta.get("memory_config", NO_MEMORY)
+    for key, value in memory_config.items():
+        if theirs.get(key) != value:
+            raise SaveError(f"{where}: field 'memory_config': the saved session has memory "
+                            f"{key}={theirs.get(key)!r}; this world has {key}={value!r}")
+    on, points = uses_memory(MemoryConfig(**memory_config)), memory_config["cache3d"] != "off"
+    mem = meta.get("memory")
+    if on != (mem is not None) or (on and points != ("fuses" in mem)):
+        want = "null" if not on else "an object with fuses" if points else \
+            "an object without fuses"
+        raise SaveError(f"{where}: field 'memory' is {mem!r}; expected {want} for this "
+                        f"world's memory")
 
 
 def _valid_prompt(text: str) -> bool:
@@ -227,6 +269,44 @@ def check_tensors(tensors: dict, meta: dict, model, size: int, where: Path) -> N
         if meta["twin"]:
             _tensor(tensors, f"queue.{i}.twin", torch.uint8, (size, size, 3), where)
     _check_cache(tensors, meta, model, where)
+    _check_memory_tensors(tensors, meta, model, where)
+
+
+def _check_memory_tensors(tensors: dict, meta: dict, model, where: Path) -> None:
+    """The stream's memory: the bank's latents (n, f, c, s, s) and poses (n, f, 4, 4) of
+    every chunk so far, the cameras' K (3, 3) and, with a 3D cache, its arrays (p rows)."""
+    mem, names = meta.get("memory"), sorted(k for k in tensors if k.startswith("memory."))
+    if mem is None:
+        if names:
+            raise SaveError(f"{where}: tensor {names[0]!r} in a save without memory")
+        return
+    if mem["chunks"] != meta["chunks"]:
+        raise SaveError(f"{where}: the memory holds {mem['chunks']} chunks; expected every "
+                        f"chunk of the cache ({meta['chunks']})")
+    cfg, n = model.config, mem["chunks"]
+    f, side = cfg.chunk_frames, cfg.latent_size
+    if n:
+        _tensor(tensors, "memory.latents", torch.float32,
+                (n, f, cfg.latent_channels, side, side), where)
+        _tensor(tensors, "memory.c2w", torch.float64, (n, f, 4, 4), where)
+        for j in range(n):
+            for i in range(f):
+                _check_pose({"c2w": tensors["memory.c2w"][j, i]}, "c2w", where)
+    _tensor(tensors, "memory.K", torch.float64, (3, 3), where)
+    expected = {f"memory.{k}" for k in ("K",) + (("latents", "c2w") if n else ())}
+    if "fuses" in mem:
+        dtypes = (torch.float64, torch.uint8, torch.int64, torch.int64)
+        p = _tensor(tensors, "memory.points", torch.float64, (None, 3), where).shape[0]
+        for name, dtype in zip(POINT_ARRAYS, dtypes):
+            _tensor(tensors, f"memory.{name}", dtype, (p, 3) if name in ("points", "colors")
+                    else (p,), where)
+        keys = tensors["memory.keys"]
+        if len(keys) > 1 and not bool((keys[1:] > keys[:-1]).all()):
+            raise SaveError(f"{where}: tensor 'memory.keys' is not strictly increasing (the "
+                            f"point cache keeps its voxel keys sorted)")
+        expected |= {f"memory.{k}" for k in POINT_ARRAYS}
+    if set(names) != expected:
+        raise SaveError(f"{where}: memory tensors {names}; expected {sorted(expected)}")
 
 
 def _check_cache(tensors: dict, meta: dict, model, where: Path) -> None:

@@ -7,8 +7,8 @@ videos, and the `bench play` benchmark.
 An action file is a JSON list with one entry per step:
     {"forward": 0.25, "right": 0, "yaw": 10, "pitch": 0, "buttons": ["attack"],
      "prompt": "summon a monster"}   # every key optional; "prompt" switches the event
-It writes `generated.mp4` (the world model), `side_by_side.mp4` (model | engine twin) and
-`scores.json` (PSNR per step against the twin, timings). `demo_script(steps)` makes one.
+It writes `generated.mp4` (the world model), `side_by_side.mp4` (model | engine twin, each
+named in a bar over it) and `scores.json` (PSNR per step against the twin, timings). `demo_script(steps)` makes one.
 
 Shape legend: t steps, h w height/width.
 """
@@ -24,7 +24,6 @@ import numpy as np
 from ..atomic import atomic_write_json
 from ..camera import Action
 from ..engines.policies import WALK
-from ..episodes.recording import DEFAULT_FPS, game_fps
 from ..evaluate.baselines import repeat_baseline, warp_to_poses
 from ..evaluate.report import print_table
 from ..metrics import frame_psnr
@@ -35,6 +34,8 @@ from .session import DEMO_PROMPT, LATENCY_POLICIES, WorldSession, check_action, 
 
 SCRIPT_KEYS = ("forward", "right", "yaw", "pitch", "buttons", "prompt")
 VIDEO_SIDE = 256  # frames are enlarged (nearest) to about this many pixels high
+LABEL_PX = 16  # height of the bar that names the screens of a labelled video
+VIDEO_LABELS = ("model", "engine twin")  # side_by_side.mp4, left to right
 
 # ----------------------------------------------------------------------------------------
 # Action scripts
@@ -103,14 +104,35 @@ def play_script(session: WorldSession, script, callback=None) -> list:
 # ----------------------------------------------------------------------------------------
 
 
-def write_mp4(path, frames: np.ndarray, fps: float) -> Path:
-    """uint8 frames (t, h, w, 3) -> H.264 mp4, enlarged with nearest pixels; atomic."""
+def label_bar(width: int, labels: dict[int, str]) -> np.ndarray:
+    """(LABEL_PX, width, 3) uint8: a black bar with each text in white from its column."""
+    from PIL import Image, ImageDraw
+
+    for x, text in labels.items():
+        if not (isinstance(x, int) and 0 <= x < width and isinstance(text, str)):
+            raise ValueError(f"labels must map a column in [0, {width}) to a str, got "
+                             f"{x!r}: {text!r}")
+    bar = Image.new("RGB", (width, LABEL_PX))
+    draw = ImageDraw.Draw(bar)
+    for x, text in labels.items():
+        draw.text((x + 4, 2), text, fill=(255, 255, 255))
+    return np.asarray(bar)
+
+
+def write_mp4(path, frames: np.ndarray, fps: float, labels: dict[int, str] | None = None
+              ) -> Path:
+    """uint8 frames (t, h, w, 3) -> H.264 mp4, enlarged with nearest pixels; atomic.
+    `labels` (frame column -> text) are written in a bar over the frames, so a viewer
+    knows which screen is which."""
     import imageio.v3 as iio
 
     path = Path(path)
     frames = np.asarray(frames)
     scale = max(1, VIDEO_SIDE // frames.shape[1])  # by height: side by side stays as large
     big = frames.repeat(scale, axis=1).repeat(scale, axis=2)  # (t, h s, w s, 3)
+    if labels:
+        bar = label_bar(big.shape[2], {x * scale: t for x, t in labels.items()})
+        big = np.concatenate([np.broadcast_to(bar, (len(big), *bar.shape)), big], axis=1)
     # yuv420p needs even sides: pad one white row / column where they are odd
     big = np.pad(big, ((0, 0), (0, big.shape[1] % 2), (0, big.shape[2] % 2), (0, 0)),
                  constant_values=255)
@@ -140,16 +162,14 @@ def baseline_psnr(session: WorldSession, results) -> dict[str, list[float]]:
     into each step's pose (the engine's, the known camera motion; holes keep its colour).
     A session keeps no depth and an engine cannot be rewound, so the context frame's depth
     comes from opening the engine again at its first chunk (same seed: the same frame)."""
-    s = session.state
-    if s is None or s.engine_name is None or not results or \
+    if not session.started or session.engine_name is None or not results or \
             any(r.twin_frame is None for r in results):
         raise ValueError("baseline_psnr needs a session reset from an engine with its twin, "
                          "and that session's steps")
     if [r.step for r in results] != list(range(1, len(results) + 1)):
         raise ValueError(f"results must be the steps since reset in order (1, 2, ...), got "
                          f"steps {[r.step for r in results][:5]}...")
-    engine, obs = session._open_engine(s.engine_name, s.seed)
-    engine.close()
+    obs = session.first_chunk()
     last, truth = obs[-1], np.stack([r.twin_frame for r in results])  # (t, h, w, 3)
     poses = np.stack([r.c2w for r in results])  # (t, 4, 4) the twin's poses
     warp = warp_to_poses(last.rgb, last.depth, last.c2w, last.K, poses)
@@ -167,7 +187,9 @@ def write_outputs(out: Path, first, results, fps: float) -> dict:
         twins = np.stack([first.twin_frame] + [r.twin_frame for r in results])
         gap = np.full((*frames.shape[:2], 2, 3), 255, np.uint8)  # (t + 1, h, 2, 3)
         both = np.concatenate([frames, gap, twins], axis=2)
-        written["side_by_side"] = str(write_mp4(out / "side_by_side.mp4", both, fps))
+        columns = (0, frames.shape[2] + gap.shape[2])  # where each screen starts
+        written["side_by_side"] = str(write_mp4(out / "side_by_side.mp4", both, fps,
+                                                dict(zip(columns, VIDEO_LABELS))))
     data = {**scores(results), "steps": len(results),
             "chunk_latency_ms": [r.stats["chunk_latency_ms"] for r in results
                                  if r.stats["key_to_pixel_ms"] is not None],
@@ -188,11 +210,10 @@ def _cmd_play(args) -> int:
     session = WorldSession.from_pretrained(args.checkpoint, args.device, args.sample_steps,
                                            twin=not args.no_twin, policy=args.policy)
     try:
-        first = session.reset(engine=args.engine or session.world.config.data.engine,
-                              seed=args.seed)
+        first = session.reset(engine=args.engine or session.trained_engine, seed=args.seed)
         with tqdm(total=len(script), desc="play") as bar:
             results = play_script(session, script, lambda i, r: bar.update(1))
-        fps = game_fps(session.engine) if session.engine is not None else DEFAULT_FPS
+        fps = session.frame_rate()
     finally:
         session.close()
     data = write_outputs(Path(args.out), first, results, fps)
@@ -236,7 +257,7 @@ def bench_play(checkpoint=None, steps: int = 300, twin: bool = True,
     load_s = time.perf_counter() - t0
     stats, t_first = [], None  # stats only: keeping the frames would inflate rss_mb_end
     try:
-        session.reset(engine=session.world.config.data.engine, seed=0)
+        session.reset(engine=session.trained_engine, seed=0)
         t_loop = time.perf_counter()
         for action, prompt in script:
             stats.append(session.step(action, prompt).stats)
@@ -263,7 +284,7 @@ def bench_play(checkpoint=None, steps: int = 300, twin: bool = True,
                                        ("transformer", "decode", "engine", "text")},
             "psnr_mean": float(np.mean(psnr)) if psnr else None,
             "policy": session.policy,
-            "chunk_frames": session.f, "sampling_steps": session.steps,
+            "chunk_frames": session.chunk_frames, "sampling_steps": session.steps,
             "checkpoint": str(session.world.path), "device": str(session.world.device)}
     print_table([{k: v for k, v in data.items() if isinstance(v, (int, float))}],
                 f"play (one session, {'with' if twin else 'without'} the engine twin)")

@@ -27,6 +27,15 @@ but the player acts once per frame. Two honest ways to bridge that:
 `stats["key_to_pixel_ms"]`, on the step that shows the first frame of a chunk, is the wall
 time from the step() call whose action was the oldest one conditioning that chunk.
 
+Pace (`pace=`, a `play.PacePolicy`): a chunk that takes longer to make than the game time it
+shows (f / fps) cannot keep up with the keys, which on a laptop mostly means another job has
+the cores. After a few such chunks in a row `status().notes` says so, with the load average;
+with `PacePolicy(switch_steps=n)` (on) the session also switches to n sampling steps (the
+faster student setting) on its own; off (the default) it only reports.
+
+Prompts a world was not trained on (not an event field of its caption table,
+`known_prompts()`) are accepted with an `UnknownPromptWarning` that lists the known ones.
+
 Prompts: a prompt becomes the caption's event field for the first chunk generated at or
 after the step() that carries it (never a chunk already made): scene and character come
 from `episodes.SCENES` / `episodes.CHARACTER`. The twin engine receives it on that chunk's
@@ -48,8 +57,10 @@ Shape legend: f frames per chunk, c latent channels, h w height/width, a action 
 from __future__ import annotations
 
 import collections
+import dataclasses
 import json
 import time
+import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -58,15 +69,16 @@ import torch
 
 from ..camera import ACTION_WIDTH, Action, actions_from_poses, check_c2w, intrinsics_from_fov, \
     pose_from_heading, step_pose
-from ..config import check_sampling_steps, uses_memory
+from ..config import check_sampling_steps
 from ..engines import make_engine
 from ..episodes import CHARACTER, SCENES
-from ..memory.stream import MemoryStream
+from ..episodes.recording import DEFAULT_FPS, game_fps
+from ..memory.stream import Stream, world_stream
 from ..metrics import frame_psnr
-from ..model.sampler import append_generated, sample_chunk
-from ..model.textenc import check_prompt
-from ..pretrained import load_world, resolve_checkpoint
+from ..model.textenc import CaptionTable, check_prompt
+from ..pretrained import CAPTIONS_FILE, load_world, resolve_checkpoint
 from . import saved
+from .pace import PacePolicy
 from .saved import LATENCY_POLICIES
 from .state import LOG_BYTES, SessionState, action_vector
 
@@ -81,6 +93,25 @@ class StepResult:
     step: int  # steps taken since reset (0 = the last context frame)
     twin_frame: np.ndarray | None  # (h, w, 3) uint8 engine frame at the same pose, or None
     stats: dict = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class SessionStatus:
+    """What a shell shows besides the frame and its stats, as data (`WorldSession.status`)."""
+
+    step: int  # steps taken since reset
+    engine_name: str | None  # the first chunk's engine (and the twin's); None: your frames
+    chunk_frames: int  # frames per chunk: one key press plays this many under "hold"
+    steps: int  # sampling steps per chunk now
+    frame_rate: float  # frames per second of game time
+    slow: bool  # the last chunk took longer than the pace policy's budget
+    switched: bool  # the pace policy switched to its faster setting
+    notes: tuple[str, ...]  # sentences for the player: a slow machine, an unknown prompt
+
+
+class UnknownPromptWarning(UserWarning):
+    """A prompt the world was not trained on: accepted (the text encoder embeds any text),
+    but the world has only learned what its trained prompts do."""
 
 
 def check_action(action) -> Action:
@@ -108,7 +139,7 @@ class WorldSession:
     optional twin engine."""
 
     def __init__(self, world, steps: int | None = None, twin: bool = True,
-                 policy: str = "hold"):
+                 policy: str = "hold", pace: PacePolicy | None = None):
         if policy not in LATENCY_POLICIES:
             raise ValueError(f"policy must be one of {LATENCY_POLICIES}, got {policy!r}")
         steps = world.config.sample.steps if steps is None else steps
@@ -121,11 +152,18 @@ class WorldSession:
         self.state: SessionState | None = None  # None until reset() or load()
         self._times = collections.deque(maxlen=FPS_WINDOW)  # seconds inside step()
         self._timing: dict = {}
+        if pace is not None and not isinstance(pace, PacePolicy):
+            raise ValueError(f"pace must be a play.PacePolicy or None, got {pace!r}")
+        self.pace = pace if pace is not None else PacePolicy()  # off: it only reports
+        self._notes: dict[str, str] = {}  # "pace" / "prompt" -> a sentence for the player
+        self._slow = False  # the pace policy's verdict on the last chunk made
+        self._known: tuple[str, ...] | None = None  # known_prompts(), read once
 
     @classmethod
     def from_pretrained(cls, path, device: str = "auto", steps: int | None = None,
-                        twin: bool = True, policy: str = "hold") -> "WorldSession":
-        return cls(load_world(resolve_checkpoint(path), device), steps, twin, policy)
+                        twin: bool = True, policy: str = "hold",
+                        pace: PacePolicy | None = None) -> "WorldSession":
+        return cls(load_world(resolve_checkpoint(path), device), steps, twin, policy, pace)
 
     @property
     def started(self) -> bool:
@@ -141,6 +179,125 @@ class WorldSession:
             raise RuntimeError("call reset() (or load()) first")
         return self.state
 
+    # ---- for shells: what a widget or a script may read (never `state`'s fields) --------
+
+    @property
+    def chunk_frames(self) -> int:
+        return self.f
+
+    @property
+    def engine_name(self) -> str | None:
+        """The engine of the first chunk and the twin; None for your own frames or before
+        reset."""
+        return None if self.state is None else self.state.engine_name
+
+    @property
+    def trained_engine(self) -> str:
+        """The engine the world was trained on: what a shell resets with by default."""
+        return self.world.config.data.engine
+
+    @property
+    def has_twin(self) -> bool:
+        return self.engine is not None
+
+    @property
+    def has_point_cache(self) -> bool:
+        """Whether the world keeps a 3D point cache (its points: `memory_points`)."""
+        return self.world.config.memory.cache3d != "off"
+
+    def frame_rate(self) -> float:
+        """Frames per second of game time: the twin engine's, else episodes' DEFAULT_FPS."""
+        return game_fps(self.engine) if self.engine is not None else DEFAULT_FPS
+
+    def level_area(self):
+        """The twin's `ReachableArea` (DOOM's map, the procedural world's rooms) for a
+        minimap, or None: no twin, an engine without a floor plan, or a map whose geometry
+        cannot be read."""
+        if self.engine is None or not hasattr(self.engine, "reachable_area"):
+            return None
+        try:
+            return self.engine.reachable_area()
+        except ValueError:
+            return None
+
+    def known_prompts(self) -> tuple[str, ...]:
+        """The event prompts this world was trained on, sorted: the event fields of the
+        caption table shipped with it (the file: the table in memory also gains every prompt
+        embedded since); () for a world without one (then nothing can be told)."""
+        if self._known is None:
+            path = getattr(self.world, "path", None)
+            file = None if path is None else Path(path) / CAPTIONS_FILE
+            self._known = () if file is None or not file.is_file() else tuple(sorted(
+                {cap[2] for cap in CaptionTable.load(file).table if cap[2]}))
+        return self._known
+
+    def prompt_note(self, prompt: str) -> str | None:
+        """None when the world was trained on `prompt` (or cannot tell), else a sentence
+        saying it was not and which prompts it knows. Not an error: the text encoder embeds
+        any text, and the twin engine fires events by keyword; but the world has only
+        learned what its own trained prompts do."""
+        known = self.known_prompts()
+        if not known or check_prompt(prompt).strip() in known:
+            return None
+        return (f"prompt {prompt!r} is not one this world was trained on, so it may show "
+                f"nothing; it knows: {'; '.join(repr(k) for k in known)}")
+
+    def restart(self) -> StepResult:
+        """reset() again from the engine's first chunk, same seed (e.g. after the engine's
+        player died); a session started from your own frames cannot: ValueError."""
+        s = self._require_started()
+        if s.engine_name is None:
+            raise ValueError("restart needs a session reset from an engine; this one started "
+                             "from your own frames: call reset(frames=...) again")
+        return self.reset(engine=s.engine_name, seed=s.seed)
+
+    def first_chunk(self) -> list:
+        """The engine's observations (rgb, depth, c2w, K) of the first chunk, from opening
+        the engine again at the same seed (an engine cannot be rewound): what the trivial
+        baselines start from. ValueError for a session started from your own frames."""
+        s = self._require_started()
+        if s.engine_name is None:
+            raise ValueError("first_chunk needs a session reset from an engine; this one "
+                             "started from your own frames")
+        engine, obs = self._open_engine(s.engine_name, s.seed)
+        engine.close()
+        return obs
+
+    def set_steps(self, steps: int) -> None:
+        """Sampling steps per chunk from the next chunk on (warns outside a student's)."""
+        if isinstance(steps, bool) or not isinstance(steps, int) or steps < 1:
+            raise ValueError(f"steps (sampling steps) must be a positive int, got {steps!r}")
+        check_sampling_steps(self.world.config, steps)
+        self.steps = steps
+
+    def status(self) -> SessionStatus:
+        """The session's status as data (see `SessionStatus`)."""
+        s = self._require_started()
+        return SessionStatus(s.step_index, s.engine_name, self.f, self.steps,
+                             self.frame_rate(), self._slow, self.pace.switched,
+                             tuple(self._notes.values()))
+
+    def _warn_unknown(self, prompt: str) -> None:
+        """Warn (UnknownPromptWarning) and keep the note for `status` on an unknown prompt;
+        a known one clears the note."""
+        note = self.prompt_note(prompt)
+        self._notes.pop("prompt", None)
+        if note is not None:
+            self._notes["prompt"] = note
+            warnings.warn(note, UnknownPromptWarning, stacklevel=3)
+
+    def _judge_pace(self) -> None:
+        """Feed the pace policy the chunk just made: keep its note, switch if it says so."""
+        verdict = self.pace.observe(self._timing.get("chunk_latency_ms", 0.0),
+                                    1e3 * self.f / self.frame_rate(), self.steps)
+        if verdict.switch_to is not None:
+            self.set_steps(verdict.switch_to)
+        if verdict.note is not None:
+            self._notes["pace"] = verdict.note
+        elif not verdict.slow:
+            self._notes.pop("pace", None)
+        self._slow = verdict.slow
+
     # ---- reset --------------------------------------------------------------------------
 
     def reset(self, engine: str | None = "doom", seed: int = 0, frames=None,
@@ -152,7 +309,7 @@ class WorldSession:
             rgb, poses, scene, eng, K = self._user_context(frames, c2w)
         else:
             rgb, poses, scene, eng, K = self._engine_context(engine, seed)
-        cache = self.world.model.new_cache(1)
+        stream = self._new_stream(K)
         t = len(rgb)
         actions = np.zeros((t, ACTION_WIDTH), np.float32)
         if frames is not None:  # recorded episodes pair frame 0 with a zero action too
@@ -162,13 +319,12 @@ class WorldSession:
         with torch.no_grad():
             for j in range(t // self.f):
                 s = slice(j * self.f, (j + 1) * self.f)
-                self.world.model.append_chunk(latents[:, s], cache, defer=True,
-                                              **self._cond(actions[s], poses[s], text))
-            memory = self._memory_stream(cache, latents, rgb, poses, K)
+                stream.append_truth(latents[:, s], self._cond(actions[s], poses[s], text),
+                                    rgb[s], c2w=poses[s])
         self.close()
         self.engine = eng
-        self.state = SessionState(memory=memory,
-            cache=cache, rng=torch.Generator().manual_seed(int(seed)),
+        self.state = SessionState(
+            stream=stream, rng=torch.Generator().manual_seed(int(seed)),
             engine_name=engine if frames is None else None, seed=seed, scene=scene,
             pose=poses[-1].copy(), gen_pose=poses[-1].copy(), last_frame=rgb[-1].copy(),
             last_twin=rgb[-1].copy() if eng is not None else None)
@@ -220,21 +376,12 @@ class WorldSession:
         scene = SCENES.get(self.world.config.data.engine, self.world.config.data.engine)
         return rgb, np.array(poses), scene, None, intrinsics_from_fov(s, s, 90.0)
 
-    def _memory_stream(self, cache, latents, rgb, poses, K) -> MemoryStream | None:
-        """For a world with memory: a MemoryStream on the session's cache that has seen the
-        context chunks (in its bank and 3D cache); None for a world without."""
-        world = self.world
-        if not uses_memory(world.config.memory):
-            return None
-        if world.config.memory.cache3d == "oracle":
+    def _new_stream(self, K) -> Stream:
+        """An empty stream of the world (with its memory, if any), cameras K (3, 3)."""
+        if self.world.config.memory.cache3d == "oracle":
             raise ValueError("memory.cache3d='oracle' fuses the engine's depth, which play "
                              "does not read: play a world with cache3d='own' (its depth head)")
-        stream = MemoryStream(world.model, world.ae, world.config.memory, world.config.sample,
-                              K, depth_head=world.depth_head, cache=cache)
-        for j in range(len(rgb) // self.f):
-            part = slice(j * self.f, (j + 1) * self.f)
-            stream.remember(latents[0, part], poses[part], rgb[part])
-        return stream
+        return world_stream(self.world, K)
 
     def close(self) -> None:
         if self.engine is not None:
@@ -250,6 +397,7 @@ class WorldSession:
         action = check_action(action)
         if prompt is not None:
             check_prompt(prompt)
+            self._warn_unknown(prompt)
         if self.policy == "hold":
             chunk = [action] * self.f if not s.queue else None
         else:
@@ -259,6 +407,7 @@ class WorldSession:
             fresh = prompt if prompt is not None else s.pending
             oldest = s.buffered[0][1] if s.buffered else t_call  # "buffer" only
             self._generate(chunk, fresh, oldest)  # changes nothing unless it succeeds
+            self._judge_pace()
             s.event, s.pending = fresh or s.event, None
             s.buffered = []
         elif prompt is not None:
@@ -286,7 +435,6 @@ class WorldSession:
         return results
 
     @torch.no_grad()
-    @torch.no_grad()
     def warm_up(self) -> float:
         """Make one chunk and throw it away; returns its seconds. A process's first chunk
         pays for start-up (thread pools, kernel choice, allocations), so a shell calls this
@@ -295,19 +443,17 @@ class WorldSession:
         for its K/V waits on, so the next chunk computes them as it would have); the twin is
         not stepped."""
         s, world, t0 = self._require_started(), self.world, time.perf_counter()
-        before = s.cache.snapshot()
+        before = s.stream.snapshot()
         still = np.broadcast_to(s.gen_pose, (self.f, 4, 4))  # (f, 4, 4) standing still
         cond = self._cond(np.zeros((self.f, ACTION_WIDTH), np.float32), still,
                           self._text(s.scene, s.event))
         noise = torch.randn((1, self.f, *self._latent_shape()),
                             generator=torch.Generator().manual_seed(0))
         try:
-            x0 = sample_chunk(world.model, s.cache, noise.to(world.device), self.steps,
-                              world.config.sample.solver, world.config.sample.guidance, **cond)
-            world.decode(x0)
+            world.decode(s.stream.generate(noise.to(world.device), cond, self.steps))
             _sync(world.device)
         finally:
-            s.cache.restore(before)
+            s.stream.restore(before)
         rss_mb()  # its first call imports psutil
         return time.perf_counter() - t0
 
@@ -321,8 +467,7 @@ class WorldSession:
         world, s, t0 = self.world, self.state, time.perf_counter()
         poses = None if self.engine is not None else self._integrate(actions)
         text = self._text(s.scene, fresh or s.event)  # a new prompt is encoded once, cached
-        before = (s.rng.get_state(), s.cache.snapshot(),
-                  None if s.memory is None else s.memory.snapshot())
+        before = (s.rng.get_state(), s.stream.snapshot())
         t_text = time.perf_counter()
         try:
             twin = self._step_twin(actions, fresh) if self.engine is not None else None
@@ -331,24 +476,15 @@ class WorldSession:
             vec = np.stack([a.to_vector() for a in actions])  # (f, a)
             cond = self._cond(vec, poses, text)
             noise = torch.randn((1, self.f, *self._latent_shape()), generator=s.rng)
-            if s.memory is not None:  # memory read, chunk appended to the cache and bank
-                x0 = s.memory.step(noise.to(world.device), cond, self.steps)
-            else:
-                x0 = sample_chunk(world.model, s.cache, noise.to(world.device), self.steps,
-                                  world.config.sample.solver, world.config.sample.guidance,
-                                  **cond)
-                append_generated(world.model, s.cache, x0, world.config.sample.context_noise,
-                                 s.rng, **cond)  # its K/V are computed with the next chunk
+            # memory read, the chunk appended (its K/V are computed with the next chunk)
+            x0 = s.stream.step(noise.to(world.device), cond, self.steps, s.rng)
             _sync(world.device)
             t2 = time.perf_counter()
             frames = world.decode(x0)  # (f, h, w, 3)
-            if s.memory is not None:
-                s.memory.observe(frames)
+            s.stream.observe(frames)  # into the 3D cache, if the world keeps one
         except BaseException:
             s.rng.set_state(before[0])
-            s.cache.restore(before[1])
-            if s.memory is not None:
-                s.memory.restore(before[2])
+            s.stream.restore(before[1])
             if self.engine is not None:
                 self._rewind_twin()
             raise
@@ -417,7 +553,7 @@ class WorldSession:
 
     def cache_chunks(self) -> int:
         """Chunks held in the KV cache now, a pending one included (at most window_chunks)."""
-        cache = self._require_started().cache
+        cache = self._require_started().stream.cache
         held = 0 if cache.keys[0] is None else cache.keys[0].shape[2] // (
             self.f * self.world.model.grid ** 2)
         return min(held + (cache.pending is not None), self.world.model.config.window_chunks)
@@ -429,7 +565,7 @@ class WorldSession:
         stats = {"step": s.step_index,
                  "fps": len(self._times) / busy if busy > 0 else float("nan"),
                  "step_ms": 1e3 * self._times[-1] if self._times else float("nan"),
-                 "cache_chunks": self.cache_chunks(), "chunks": s.cache.chunks,
+                 "cache_chunks": self.cache_chunks(), "chunks": s.stream.cache.chunks,
                  "event": s.event, "pending_prompt": s.pending,
                  "rss_mb": rss_mb(), **self._timing,
                  "key_to_pixel_ms": None if t_issued is None else
@@ -442,10 +578,10 @@ class WorldSession:
     def memory_points(self, max_points: int = MAP_POINTS) -> np.ndarray:
         """The 3D cache's points (n, 3) in world metres (every k-th, at most `max_points`),
         for a minimap; (0, 3) for a world without a 3D cache."""
-        memory = self._require_started().memory
-        if memory is None or memory.points is None:
+        points = self._require_started().stream.points
+        if points is None:
             return np.zeros((0, 3))
-        pts = memory.points.points
+        pts = points.points
         return pts[::max(1, -(-len(pts) // max_points))]
 
     # ---- save / load --------------------------------------------------------------------
@@ -453,13 +589,10 @@ class WorldSession:
     def snapshot(self) -> tuple[dict[str, torch.Tensor], dict]:
         """Everything a resumed session needs: (tensors, JSON-able metadata). Changes
         nothing: a chunk waiting in the cache for its K/V is saved as its inputs."""
-        s = self._require_started()
-        if s.memory is not None:
-            raise saved.SaveError("a session with memory cannot be saved yet: its chunk bank "
-                                  "and point cache are not in the save format")
-        tensors, meta = s.to_tensors()
+        tensors, meta = self._require_started().to_tensors()
         meta.update(policy=self.policy, steps=self.steps, twin=self.engine is not None,
-                    size=self.world.size, model=self._model_config())
+                    size=self.world.size, model=self._model_config(),
+                    memory_config=dataclasses.asdict(self.world.config.memory))
         return tensors, meta
 
     def save(self, path) -> Path:
@@ -483,10 +616,11 @@ class WorldSession:
             if mine.get(key) != value:
                 raise saved.SaveError(f"{where}: the saved session has model {key}={value!r}; "
                                       f"this world has {key}={mine.get(key)!r}")
+        saved.check_memory(meta, dataclasses.asdict(self.world.config.memory), where)
         saved.check_tensors(tensors, meta, self.world.model, self.world.size,
                             path / saved.STATE_FILE)
-        state = SessionState.from_tensors(tensors, meta, self.world.model.new_cache(1),
-                                          self.world.device)
+        K = tensors["memory.K"].numpy() if "memory.K" in tensors else None
+        state = SessionState.from_tensors(tensors, meta, self._new_stream(K))
         engine = self._replay(state) if meta["twin"] else None
         self.close()
         self.engine, self.state = engine, state

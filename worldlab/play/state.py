@@ -19,9 +19,6 @@ import torch
 from ..camera import ACTION_WIDTH, BUTTONS, Action
 
 LOG_BYTES = 8 * ACTION_WIDTH  # one float64 action vector in the twin's replay log
-# a context chunk waiting for its K/V (`KVCache.pending`) is saved as these inputs, so a
-# resumed session runs it in the same pass as the live one would: the same numbers
-PENDING_INPUTS = ("x", "t", "actions", "c2w", "text")
 
 
 def action_vector(a: Action) -> np.ndarray:
@@ -32,7 +29,7 @@ def action_vector(a: Action) -> np.ndarray:
 
 @dataclass
 class SessionState:
-    cache: object  # the model's KVCache
+    stream: object  # the rollout's `memory.stream.Stream`: KV cache and memory
     rng: torch.Generator  # the sampling noise
     engine_name: str | None  # the engine of the first chunk (None: the user's frames)
     seed: int
@@ -50,7 +47,6 @@ class SessionState:
     log_prompts: dict = field(default_factory=dict)  # replay-log index -> prompt
     step_index: int = 0  # steps taken since reset
     on_screen: str = "context"  # "context" (the engine's own frame) or "generated"
-    memory: object | None = None  # a MemoryStream on `cache`, for a world with memory
 
     # ---- to and from files ------------------------------------------------------------
 
@@ -63,14 +59,8 @@ class SessionState:
                    "log": torch.from_numpy(np.frombuffer(bytes(self.log), np.uint8).copy()),
                    # (m, a) float64, also when empty
                    "buffered": torch.from_numpy(buffered.reshape(-1, ACTION_WIDTH))}
-        for i, (k, v) in enumerate(zip(self.cache.keys, self.cache.values)):
-            if k is not None:
-                tensors[f"cache.k.{i}"], tensors[f"cache.v.{i}"] = k.cpu(), v.cpu()
-        if self.cache.last_pose is not None:
-            tensors["cache.last_pose"] = self.cache.last_pose.cpu()
-        if self.cache.pending is not None:
-            for name in PENDING_INPUTS:
-                tensors[f"cache.pending.{name}"] = self.cache.pending[name].cpu()
+        stream, meta = self.stream.to_tensors()  # "cache.*", "memory.*"; chunks, memory
+        tensors.update(stream)
         if self.last_twin is not None:
             tensors["last_twin"] = torch.from_numpy(self.last_twin.copy())
         for i, (frame, pose, twin, _) in enumerate(self.queue):
@@ -78,33 +68,23 @@ class SessionState:
             tensors[f"queue.{i}.c2w"] = torch.from_numpy(np.asarray(pose, np.float64).copy())
             if twin is not None:
                 tensors[f"queue.{i}.twin"] = torch.from_numpy(twin.copy())
-        meta = {"step": self.step_index, "chunks": self.cache.chunks, "event": self.event,
+        meta.update({"step": self.step_index, "event": self.event,
                 "pending": self.pending, "scene": self.scene, "engine": self.engine_name,
                 "seed": self.seed, "queue": len(self.queue), "on_screen": self.on_screen,
-                "log_prompts": {str(k): v for k, v in self.log_prompts.items()}}
+                "log_prompts": {str(k): v for k, v in self.log_prompts.items()}})
         return tensors, meta
 
     @classmethod
-    def from_tensors(cls, tensors: dict, meta: dict, cache, device) -> "SessionState":
-        """The inverse of `to_tensors`, into `cache` (a new, empty KVCache of the model).
-        The cache's tensors are copied into torch's own (aligned) memory: a kernel's last
-        bits can depend on where its input sits, and a file's buffer sits anywhere."""
-        own = lambda key: tensors[key].to(device, copy=True)  # noqa: E731
-        cache.chunks = meta["chunks"]
-        for i in range(len(cache.keys)):
-            if f"cache.k.{i}" in tensors:
-                cache.keys[i], cache.values[i] = own(f"cache.k.{i}"), own(f"cache.v.{i}")
-        if "cache.last_pose" in tensors:
-            cache.last_pose = own("cache.last_pose")
-        if "cache.pending.x" in tensors:
-            cache.pending = dict(text_drop=None, cache_latent=None, **{
-                name: own(f"cache.pending.{name}") for name in PENDING_INPUTS})
+    def from_tensors(cls, tensors: dict, meta: dict, stream) -> "SessionState":
+        """The inverse of `to_tensors`, into `stream` (a new, empty Stream of the world,
+        filled by its `load_tensors`)."""
+        stream.load_tensors(tensors, meta)
         rng = torch.Generator()
         rng.set_state(tensors["rng"])
         arr = lambda k: tensors[k].numpy().copy() if k in tensors else None  # noqa: E731
         queue = collections.deque((arr(f"queue.{i}.frame"), arr(f"queue.{i}.c2w"),
                                    arr(f"queue.{i}.twin"), None) for i in range(meta["queue"]))
-        return cls(cache=cache, rng=rng, engine_name=meta["engine"], seed=meta["seed"],
+        return cls(stream=stream, rng=rng, engine_name=meta["engine"], seed=meta["seed"],
                    scene=meta["scene"], pose=arr("pose"), gen_pose=arr("gen_pose"),
                    last_frame=arr("last_frame"), last_twin=arr("last_twin"),
                    event=meta["event"], pending=meta["pending"], queue=queue,

@@ -14,13 +14,20 @@ chunk, and the chunk's frames are shown as motion, one per frame of game time. `
 starts the worker with one silent chunk (the warm-up), saying "loading" until it is done.
 A status line says what the loop is doing (loading, making a chunk, ready); the stats line
 says what the machine does now: the last chunk's time, the frames per second that makes,
-and the last key-to-frame time as the kernel sees it (the browser adds its own delay).
+and the last key-to-frame time as the kernel sees it (the browser adds its own delay), and
+under it the session's notes (`WorldSession.status().notes`: chunks slower than the game, a
+prompt the world was not trained on). Both lines carry their numbers as `data-` attributes
+(`STATS_ATTRS`, `data-kind` on the status) for scripts such as
+`scripts/browser_play_check.py`, so no script parses the wording. Each screen is labelled:
+the model's frame, the engine twin's, the minimap.
 
 The minimap is a plotly `FigureWidget` (it needs the `anywidget` package): the level's walls
-(the engine's `reachable_area`: DOOM's map, the procedural world's rooms), axes in metres,
+(`WorldSession.level_area`: DOOM's map, the procedural world's rooms), axes in metres,
 the top-down trajectory (x east, y north, equal aspect) and an arrow at the current position
 pointing along the heading, plus a "3D cache" trace: the points of a memory world's 3D
-cache (`WorldSession.memory_points`), which `show_cache_points` draws. It is redrawn in one
+cache (`WorldSession.memory_points`), which `show_cache_points` draws. The view follows the
+trail (`map_view`: at least MAP_VIEW_M metres around it), since a walk of a few metres on
+a whole level's map would be a few pixels long. It is redrawn in one
 `batch_update` once per chunk (every `chunk_frames` steps) and at the end of a script, not
 per frame, so it does not slow play down. Errors raised in callbacks land in an `Output`
 widget instead of vanishing.
@@ -37,7 +44,6 @@ import threading
 import numpy as np
 
 from ..camera import Action, heading_from_pose
-from ..episodes.recording import DEFAULT_FPS, game_fps
 from ..model.textenc import check_prompt
 from ..viz import to_png_bytes
 from .live import LiveLoop
@@ -57,6 +63,8 @@ PAD = (("w", "▲ forward"), ("s", "▼ back"), ("a", "◀ strafe"), ("d", "stra
            ("ArrowDown", "look down"), (" ", "jump"), ("f", "attack"), ("e", "use"))
 SCREEN_PX = 384  # frames are enlarged (nearest) to about this many pixels
 MAP_PX, MAP_TRAIL = 240, 512  # minimap side in pixels; positions kept for the trail
+MAP_VIEW_M = 12.0  # the minimap shows at least this many metres around the trail
+SCREEN_LABELS = ("model: generated frames", "engine twin: ground truth", "map (metres)")
 WALL_TRACE, CACHE_TRACE, TRAIL_TRACE, HERE_TRACE = 0, 1, 2, 3  # minimap traces, drawn in order
 PAD_LAYOUT = {"grid_template_columns": "repeat(6, 95px)"}  # on-screen buttons, 2 rows
 KEEP_SIZE = {"flex": "0 0 auto"}  # a narrow page wraps the screens instead of squeezing them
@@ -82,8 +90,9 @@ def map_figure(area=None):
                          line={"color": "#c8c8c8", "width": 1}),
               go.Scatter(x=[], y=[], mode="markers", name="3D cache", hoverinfo="skip",
                          marker={"size": 3, "color": "#888"}),
-              go.Scatter(x=[], y=[], mode="lines", name="trail",
-                         line={"color": "#5aa0ff", "width": 2}),
+              go.Scatter(x=[], y=[], mode="lines+markers", name="trail",
+                         line={"color": "#5aa0ff", "width": 3},
+                         marker={"size": 4, "color": "#5aa0ff"}),
               go.Scatter(x=[], y=[], mode="markers", name="here",
                          marker={"symbol": "arrow", "size": 16, "color": "#ff5040"})]
     fig = go.FigureWidget(traces)
@@ -93,18 +102,42 @@ def map_figure(area=None):
     return fig
 
 
-def level_area(engine):
-    """The engine's `ReachableArea` (DOOM's map, the procedural world's rooms), or None for
-    no engine or one without a floor plan."""
-    try:
-        return engine.reachable_area() if hasattr(engine, "reachable_area") else None
-    except ValueError:  # e.g. a map whose geometry cannot be read: a map without walls
-        return None
+def map_view(xy: np.ndarray, least_m: float = MAP_VIEW_M) -> tuple[list, list]:
+    """x and y axis ranges (metres) of a square around the trail `xy` (t, 2): its bounding
+    box plus 2 m, at least `least_m` on a side, so a short walk fills the map."""
+    lo, hi = xy.min(0), xy.max(0)  # (2,)
+    half = max(least_m, float((hi - lo).max()) + 2.0) / 2
+    mid = (lo + hi) / 2
+    return [mid[0] - half, mid[0] + half], [mid[1] - half, mid[1] + half]
 
 
 def _screen(frame: np.ndarray) -> bytes:
     scale = max(1, SCREEN_PX // frame.shape[0])
     return to_png_bytes(frame.repeat(scale, axis=0).repeat(scale, axis=1))
+
+
+# game-ms: the game time one chunk shows (chunk_frames / frame rate), what a chunk may take
+STATS_ATTRS = ("step", "chunk-ms", "key-ms", "game-ms", "cache-chunks", "psnr", "event",
+               "slow")
+
+
+def stats_html(stats: dict, status, key_to_frame_ms: float | None = None) -> str:
+    """The stats line as HTML: the wording for people, the numbers for scripts as data-
+    attributes (STATS_ATTRS; "" where there is none), then one line per note of `status`
+    (a `SessionStatus`)."""
+    def num(v, fmt="{:.0f}"):
+        return "" if v is None else fmt.format(v)
+    attrs = {"step": str(stats["step"]), "chunk-ms": num(stats.get("chunk_latency_ms")),
+             "key-ms": num(key_to_frame_ms),
+             "game-ms": num(1e3 * status.chunk_frames / status.frame_rate),
+             "cache-chunks": str(stats["cache_chunks"]),
+             "psnr": num(stats.get("psnr"), "{:.2f}"), "event": stats.get("event") or "",
+             "slow": "1" if status.slow else "0"}
+    data = " ".join(f'data-{k}="{html.escape(attrs[k])}"' for k in STATS_ATTRS)
+    line = html.escape(format_stats(stats, status.chunk_frames, key_to_frame_ms))
+    rows = "".join(f"<div class='worldlab-note' style='color:#d08000'>&#9888; "
+                   f"{html.escape(n)}</div>" for n in status.notes)
+    return f"<code {data}>{line}</code>{rows}"
 
 
 def format_stats(stats: dict, chunk_frames: int, key_to_frame_ms: float | None = None) -> str:
@@ -144,7 +177,7 @@ class NotebookGame:
         self.image = W.Image(format="png", value=_screen(now.frame), layout=KEEP_SIZE)
         self.twin = W.Image(format="png", value=_screen(now.twin_frame), layout=KEEP_SIZE) \
             if now.twin_frame is not None else None
-        self.map = map_figure(level_area(session.engine))
+        self.map = map_figure(session.level_area())
         self.status, self.stats = W.HTML(), W.HTML()
         self.status.add_class("worldlab-status")  # names for scripts/browser_play_check.py
         self.stats.add_class("worldlab-stats")
@@ -166,17 +199,19 @@ class NotebookGame:
         self._events = Event(source=self.image, watched_events=["keydown"],
                              prevent_default_action=True)
         self._events.on_dom_event(lambda e: self._guard(self.offer, e.get("key", "")))
-        engine = session.engine
-        self.live = LiveLoop(session, self._show, 1.0 / (game_fps(engine) if engine is not
-                                                          None else DEFAULT_FPS),
+        self.live = LiveLoop(session, self._show, 1.0 / session.frame_rate(),
                              self._set_status, self._log_error, self.lock)
         self._trail = collections.deque(maxlen=MAP_TRAIL)  # (x, y) metres
         self._yaw = 0.0  # degrees, of the last pose shown
         self._key_ms: float | None = None  # the last key-to-frame time
         help_ = W.Label("Keep the pointer over the game image: WASD move, arrows turn/look, "
                         "space jump, F attack, E use; restart starts the level again.")
-        screens = [self.image] + ([self.twin] if self.twin is not None else []) + \
-            [W.Box([self.map], layout=KEEP_SIZE)]  # .layout of a FigureWidget is plotly's
+        # each screen under its label, in a box that keeps its size (the FigureWidget's own
+        # .layout is plotly's, not a widget layout)
+        shown = [self.image] + ([self.twin] if self.twin is not None else []) + [self.map]
+        labels = SCREEN_LABELS if self.twin is not None else SCREEN_LABELS[::2]
+        screens = [W.VBox([W.HTML(f"<b>{text}</b>"), view], layout=KEEP_SIZE)
+                   for text, view in zip(labels, shown)]
         self.widget = W.VBox([help_, W.HBox(screens, layout={"flex_flow": "row wrap"}),
                               self.status, self.stats,
                               W.GridBox(pad + [again], layout=PAD_LAYOUT),
@@ -186,10 +221,8 @@ class NotebookGame:
         self.draw_map()
 
     def _examples(self) -> tuple[str, ...]:
-        """One prompt per event of the engine (its first keyword), or the demo prompt."""
-        engine = self.session.engine
-        return tuple(spec.keywords[0] for spec in engine.events) if engine is not None \
-            else (DEMO_PROMPT,)
+        """The prompts the world was trained on, or the demo prompt if it cannot tell."""
+        return self.session.known_prompts() or (DEMO_PROMPT,)
 
     def show(self, warm_up: bool = True):
         """The widget, to display; starts the live loop (with one silent warm-up chunk)."""
@@ -204,11 +237,7 @@ class NotebookGame:
         """Start the session again from its engine's first chunk, same seed (the engine's
         episode may have ended: in DOOM a summoned imp kills the player). Returns step 0."""
         with self.lock:
-            s = self.session.state
-            if s.engine_name is None:
-                raise ValueError("restart needs a session reset from an engine; this one "
-                                 "started from your own frames: call session.reset()")
-            first = self.session.reset(engine=s.engine_name, seed=s.seed)
+            first = self.session.restart()
             self._trail.clear()
             self._show(first)
             self.draw_map()
@@ -269,8 +298,11 @@ class NotebookGame:
         return results
 
     def _queue_prompt(self):
-        self.live.prompt(check_prompt(self.prompt.value))
-        self._set_status("ready", f"prompt {self.prompt.value!r} waits for the next chunk")
+        text = check_prompt(self.prompt.value)
+        self.live.prompt(text)
+        note = self.session.prompt_note(text)
+        self._set_status("ready", f"prompt {text!r} waits for the next chunk" +
+                         (f" ({note})" if note else ""))
 
     def _guard(self, fn, *args):
         """Run a callback; a raised error is printed in the errors panel, not lost."""
@@ -288,7 +320,8 @@ class NotebookGame:
         note = f" &middot; {merged} presses merged while busy" if merged else ""
         if kind == "error":
             note += " &middot; the restart button starts the level again"
-        self.status.value = (f"<span style='color:{STATUS_COLOURS[kind]}'>&#9679;</span> "
+        self.status.value = (f"<span data-kind='{kind}' data-merged='{merged}' style='color:"
+                             f"{STATUS_COLOURS[kind]}'>&#9679;</span> "
                              f"<code>{html.escape(text)}</code>{note}")
 
     def _show(self, result, key_to_frame_ms: float | None = None) -> None:
@@ -299,9 +332,8 @@ class NotebookGame:
         pos, self._yaw, _ = heading_from_pose(result.c2w)
         self._trail.append(pos[:2])
         self._key_ms = key_to_frame_ms if key_to_frame_ms is not None else self._key_ms
-        line = format_stats(result.stats, self.session.f, self._key_ms)
-        self.stats.value = f"<code>{html.escape(line)}</code>"
-        if result.step and result.step % self.session.f == 0:  # once per chunk
+        self.stats.value = stats_html(result.stats, self.session.status(), self._key_ms)
+        if result.step and result.step % self.session.chunk_frames == 0:  # once per chunk
             self.draw_map()
 
     # ---- minimap ------------------------------------------------------------------------
@@ -314,7 +346,8 @@ class NotebookGame:
             trail.x, trail.y = xy[:, 0], xy[:, 1]
             here.x, here.y = xy[-1:, 0], xy[-1:, 1]
             here.marker.angle = 90.0 - self._yaw  # yaw: counter-clockwise from east
-        if self.session.world.config.memory.cache3d != "off":  # the memory's point cache
+            self.map.layout.xaxis.range, self.map.layout.yaxis.range = map_view(xy)
+        if self.session.has_point_cache:  # the memory's point cache
             self.show_cache_points(self.session.memory_points())
 
     def show_cache_points(self, points) -> None:

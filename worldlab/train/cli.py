@@ -22,7 +22,7 @@ from __future__ import annotations
 import ast
 from typing import Any
 
-from ..config import PRESETS, make_config
+from ..config import DECODERS, PRESETS, make_config
 from . import hardware, recipes
 from .checkpoints import load_transformer
 from ..episodes import EpisodeStore
@@ -410,7 +410,7 @@ def configure_cli(parser) -> None:
     p.add_argument("--fast-decoder", default=None, metavar="DIR",
                    help="a fast decoder for play (train decoder's out/model), e.g. "
                         "runs/fast_decoder/model")
-    p.add_argument("--decoder", choices=("full", "fast"), default=None,
+    p.add_argument("--decoder", choices=DECODERS, default=None,
                    help="the packaged world's sample.decoder (default: the run's config's); "
                         "fast plays with --fast-decoder")
     p.add_argument("--depth-head", default=None, metavar="DIR",

@@ -14,14 +14,11 @@ from collections.abc import Callable
 
 import torch
 
-from ..config import AutoencoderConfig, TrainConfig
+from ..config import FORCINGS, TIME_SCHEDULES, AutoencoderConfig, TrainConfig
 from ..model.discriminator import AutoencoderWithCritic
 from ..model.memory_tokens import MemoryChunks
 from ..model.textenc import CaptionTable
 from .anti_drift import ErrorBank, context_inputs, unwrapped
-
-FORCINGS = ("teacher", "diffusion")
-TIME_SCHEDULES = ("logit_normal", "uniform")
 
 # ----------------------------------------------------------------------------------------
 # Flow matching
@@ -142,11 +139,14 @@ def world_model_loss(cfg: TrainConfig, chunk_frames: int, captions: CaptionTable
 
 def memory_inputs(batch: dict) -> dict:
     """The model inputs of the memory a batch carries (`train.memory.MemoryClips`): memory
-    (MemoryChunks) and cache_latent, each only when present."""
+    (a `MemoryChunks`, on the batch's device) and cache_latent, each only when present."""
     extra = {}
-    if "memory_latents" in batch:
-        extra["memory"] = MemoryChunks(batch["memory_latents"].float(),
-                                       batch["memory_c2w"].float(), batch["memory_valid"])
+    if "memory" in batch:
+        memory = batch["memory"]
+        if not isinstance(memory, MemoryChunks):
+            raise ValueError(f"batch['memory'] must be a MemoryChunks (train.memory.MemoryClips"
+                             f"), got {type(memory).__name__}")
+        extra["memory"] = memory.to(batch["latents"].device)
     if "cache_latent" in batch:
         extra["cache_latent"] = batch["cache_latent"].float()
     return extra

@@ -28,8 +28,9 @@ from ..config import MemoryConfig, ModelConfig, WorldConfig, memory_model_fields
 from ..episodes import ClipTensors, EpisodeStore
 from ..episodes.datasets import clip_windows
 from ..memory.cache3d import PointCache
-from ..memory.retrieval import chunk_overlap, select_memory
+from ..memory.retrieval import chunk_overlap, memory_slots, select_memory
 from ..memory.stream import CACHE_VOXEL_M, cache_latent
+from ..model.memory_tokens import MemoryChunks
 from ..pretrained import load_world, resolve_checkpoint
 from .checkpoints import read_weights
 from .long_horizon import finetune_sections
@@ -111,8 +112,9 @@ def load_base(model, init: Path) -> None:
 
 class MemoryClips(ClipTensors):
     """`ClipTensors` whose clips also carry the last chunk's memory: `gather` adds
-    memory_latents (b, k, f, c, h, w), memory_c2w (b, k, f, 4, 4), memory_valid (b, k)
-    (k = sink + retrieve slots, chosen by `select_memory` from the clip's episode) and,
+    "memory", a `MemoryChunks` (latents (b, k, f, c, h, w), c2w (b, k, f, 4, 4), valid
+    (b, k); k = sink + retrieve slots, chosen by `select_memory` from the clip's episode
+    and padded by `memory_slots`, as play's stream does) and,
     with `cache3d` latents (N, f, c + 1, h, w) given, cache_latent (b, t, c + 1, h, w):
     zero (no cache) on the context frames, the render on the last chunk's. `windows` (from
     `revisit_windows`) keeps only some clips."""
@@ -132,8 +134,8 @@ class MemoryClips(ClipTensors):
         self._chunk = torch.arange(chunk_frames, device=self.device)
 
     def _memory_rows(self, store, memory, K, hw, window) -> tuple[list, list]:
-        """Per clip: the first row of each memory slot's chunk (padding slots: the clip's
-        own row, masked) and which slots are valid."""
+        """Per clip: the first row of each memory slot's chunk (padded by `memory_slots`,
+        the rule play uses too) and which slots are valid."""
         f, n = self.chunk_frames, self.clip_frames // self.chunk_frames
         rows, valid, chunks = [], [], {}
         for (episode_id, start), row in zip(self.windows, self.first.tolist()):
@@ -142,21 +144,23 @@ class MemoryClips(ClipTensors):
                 t = store.index[episode_id]["frames"] // f * f
                 chunks[episode_id] = self.c2w[base:base + t].double().cpu().numpy() \
                     .reshape(-1, f, 4, 4)
-            picked = select_memory(chunks[episode_id], start // f + n - 1, window,
-                                   memory.retrieve, memory.sink, K, hw)
-            rows.append([base + i * f for i in picked] + [row] * (self.slots - len(picked)))
-            valid.append([True] * len(picked) + [False] * (self.slots - len(picked)))
+            target = start // f + n - 1  # the clip's last chunk
+            picked = select_memory(chunks[episode_id], target, window, memory.retrieve,
+                                   memory.sink, K, hw)
+            slot_chunks, slot_valid = memory_slots(picked, self.slots, target)
+            rows.append([base + i * f for i in slot_chunks])
+            valid.append(slot_valid)
         return rows, valid
 
-    def gather(self, indices: list[int]) -> dict[str, torch.Tensor]:
+    def gather(self, indices: list[int]) -> dict:
         batch = super().gather(indices)
         if self.slots == 0 and self.cache3d is None:
             return batch
         idx = torch.as_tensor(indices, device=self.device)  # (b,)
         if self.slots:
             rows = self.memory_rows[idx][..., None] + self._chunk  # (b, k, f)
-            batch.update(memory_latents=self.latents[rows].float(),
-                         memory_c2w=self.c2w[rows], memory_valid=self.memory_valid[idx])
+            batch["memory"] = MemoryChunks(self.latents[rows].float(), self.c2w[rows].float(),
+                                           self.memory_valid[idx])
         if self.cache3d is not None:
             lat = batch["latents"]
             cache = lat.new_zeros(*lat.shape[:2], lat.shape[2] + 1, *lat.shape[3:])
@@ -194,9 +198,9 @@ def cache3d_latents(store: EpisodeStore, windows: list[tuple[str, int]], clip_fr
                     progress=None, max_points: int | None = None) -> torch.Tensor:
     """The 3D-cache input of each clip's last chunk (N, f, c + 1, h, w) float16: the engine's
     frames before that chunk (every `stride`-th), fused (at most `max_points` points, as
-    `MemoryStream` keeps) with the engine's depth ("oracle")
+    `memory.stream.Stream` keeps) with the engine's depth ("oracle")
     or the depth head's ("own"), rendered into its cameras and encoded (`cache_latent`,
-    as `MemoryStream` does in play)."""
+    as `memory.stream.Stream` does in play)."""
     f, out, current = chunk_frames, [], None
     device = next(autoencoder.parameters()).device
     for episode_id, start in windows:  # grouped by episode, starts increasing
