@@ -253,3 +253,37 @@ def test_live_loss_in_a_kernel_leaves_one_output_with_every_point():
     assert len(plots) == 1 and len(nb.cells[1].outputs) == 1 and nb.cells[0].outputs == []
     (trace,) = plots[0]["data"]["application/vnd.plotly.v1+json"]["data"]
     assert list(trace["x"]) == list(range(1, 48)) and trace["name"] == "loss"
+
+
+def test_stack_figures_makes_one_figure_of_rows_and_leaves_its_inputs_alone():
+    line = go.Figure([go.Scatter(x=[1, 2], y=[3, 4], name="world"),
+                      go.Scatter(x=[1, 2], y=[2, 2], name="repeat")],
+                     layout=dict(title="drift", xaxis_title="frame", yaxis_title="PSNR (dB)"))
+    bars = go.Figure([go.Bar(x=["yaw"], y=[1.2], name="world")], layout=dict(title="camera"))
+    before = [line.to_plotly_json(), bars.to_plotly_json()]
+    fig = viz.stack_figures([line, bars])
+    assert [line.to_plotly_json(), bars.to_plotly_json()] == before
+    assert [a.text for a in fig.layout.annotations] == ["drift", "camera"]
+    assert [(t.name, t.yaxis, t.showlegend) for t in fig.data] == [
+        ("world", "y", True), ("repeat", "y", True), ("world", "y2", False)]
+    assert fig.data[0].line.color == fig.data[2].marker.color  # one colour per name's slot
+    assert fig.layout.yaxis.title.text == "PSNR (dB)" and fig.layout.xaxis.title.text == "frame"
+    with pytest.raises(ValueError, match="single-plot scatter and bar"):
+        viz.stack_figures([go.Figure(go.Scatter3d(x=[0], y=[0], z=[0]))])
+    with pytest.raises(ValueError, match="non-empty list"):
+        viz.stack_figures([])
+
+
+def test_scenes_side_by_side_keeps_each_scene_fitted_to_its_points():
+    rng = np.random.default_rng(0)
+    figs = {}
+    for name, spread in (("doom", 2.0), ("procedural", 20.0)):
+        c2w = np.repeat(np.eye(4)[None], 3, 0)
+        fig = viz.trajectory_figure(c2w, names=[name])
+        figs[name] = viz.add_points(fig, rng.uniform(-spread, spread, (50, 3)))
+    out = viz.scenes_side_by_side(figs)
+    assert out.layout.scene.xaxis.range[1] < 3 < out.layout.scene2.xaxis.range[1]
+    assert out.layout.scene.domain.x[1] <= out.layout.scene2.domain.x[0]
+    out.layout.scene2.xaxis.range = [0, 1]
+    with pytest.raises(ValueError, match="outside the figure's range"):
+        viz.check_in_view(out)

@@ -183,6 +183,38 @@ def scenes_side_by_side(figs: dict[str, go.Figure]) -> go.Figure:
     return check_in_view(out)
 
 
+def stack_figures(figs: list[go.Figure], height_each: int = 320) -> go.Figure:
+    """Single-plot 2D figures as one, a row each under its own title: one output where a
+    loop would show one figure per protocol. A trace keeps the colour it had in its own
+    figure, and a name shares one legend entry across rows."""
+    if not figs or not all(isinstance(f, go.Figure) for f in figs):
+        raise ValueError(f"figs must be a non-empty list of plotly figures, got {figs!r:.80}")
+    for fig in figs:
+        axes = [k for k in fig.layout.to_plotly_json() if k.startswith(("xaxis", "yaxis"))]
+        if any(t.type not in ("scatter", "bar") for t in fig.data) or len(axes) > 2:
+            raise ValueError(f"stack_figures takes single-plot scatter and bar figures; "
+                             f"{fig.layout.title.text!r} has traces "
+                             f"{sorted({t.type for t in fig.data})} on axes {axes}")
+    out = make_subplots(rows=len(figs), cols=1, vertical_spacing=0.25 / len(figs),
+                        subplot_titles=[f.layout.title.text or "" for f in figs])
+    shown = set()
+    for row, fig in enumerate(figs, start=1):
+        for k, trace in enumerate(fig.data):
+            trace = go.Figure(trace).data[0]  # a copy: the caller's figure stays as it was
+            color = COLORS[k % len(COLORS)]
+            if trace.marker.color is None:
+                trace.marker.color = color
+            if trace.type == "scatter" and trace.line.color is None:
+                trace.line.color = color
+            trace.legendgroup = trace.name
+            trace.showlegend = trace.showlegend is not False and trace.name not in shown
+            shown.add(trace.name)
+            out.add_trace(trace, row=row, col=1)
+        out.update_xaxes(title_text=fig.layout.xaxis.title.text, row=row, col=1)
+        out.update_yaxes(title_text=fig.layout.yaxis.title.text, row=row, col=1)
+    return out.update_layout(height=height_each * len(figs), barmode=figs[0].layout.barmode)
+
+
 def check_in_view(fig: go.Figure) -> go.Figure:
     """`fig` if every point of its 3D traces lies inside its scene's axis ranges; else a
     ValueError naming the trace, the axis and how far out it reaches (a trace drawn outside
