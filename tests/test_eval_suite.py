@@ -236,3 +236,19 @@ def test_full_suite_runs_end_to_end_on_a_tiny_world(world, tmp_path):
     png = save_strip(strips["main"], tmp_path / "strip.png")
     assert png.read_bytes()[:4] == b"\x89PNG"
     json.dumps(result)  # the JSON the CLI writes
+
+
+def test_walks_that_end_early_are_left_out_and_counted():
+    from test_episodes import make_episode
+    from worldlab.evaluate.suite.walks import walks_summary, whole
+
+    walks = [make_episode(t=8, seed=0), make_episode(t=6, seed=1), make_episode(t=8, seed=2)]
+    walks[1].meta["ended"] = "the player died"
+    kept = whole(walks, 8, "held-out")
+    assert [ep.meta["seed"] for ep in kept] == [0, 2]
+    assert walks_summary(walks, kept, 8) == {
+        "recorded": 3, "scored": 2, "frames": 8,
+        "ended_early": [{"seed": 1, "frames": 6, "ended": "the player died"}]}
+    with pytest.raises(ValueError, match=r"none of the 3 held-out walks reached 9 frames.*"
+                                         r"the player died"):
+        whole(walks, 9, "held-out")

@@ -35,6 +35,7 @@ from .long import combine_seeds, long_horizon
 from .protocols import HELDOUT_SEED, autoencoder_scores, heldout_episodes, quick_suite
 from .report import print_long, print_quick, print_revisit, print_table
 from .revisit import MIN_GAP, MIN_OVERLAP, POLICIES, revisit
+from .suite.walks import walks_summary, whole
 
 
 def _episodes(args, engine: str, frames: int, size: int) -> list:
@@ -132,12 +133,19 @@ def _quick(args) -> tuple[dict, list, str, str]:
 
     world, engine = _world(args)
     f = world.chunk_frames
-    episodes = _episodes(args, engine, f * (1 + args.horizon // f) + f, world.size)
+    frames = f * (1 + args.horizon // f) + f
+    recorded = _episodes(args, engine, frames, world.size)
+    episodes = whole(recorded, frames, "held-out")  # a walk whose player died is left out
+    if len(episodes) < len(recorded):
+        print(f"left out {len(recorded) - len(episodes)} of {len(recorded)} walks that ended "
+              f"before {frames} frames (the player died or left the map); scored "
+              f"{len(episodes)}")
     bar = tqdm(total=3, desc="quick suite", unit="protocol")
     result = quick_suite(world, episodes, args.horizon, args.starts, args.runtime_chunks,
                          progress=lambda name: (bar.set_postfix_str(name), bar.update()))
     bar.close()
     result["sampling_steps"] = world.config.sample.steps
+    result["walks"] = walks_summary(recorded, episodes, frames)
     print_quick(result)
     return result, episodes, engine, args.checkpoint
 

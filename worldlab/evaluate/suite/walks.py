@@ -35,13 +35,23 @@ def suite_walks(engine: str, sizes, size: int, chunk_frames: int,
 
 
 def whole(episodes: list, frames: int, what: str) -> list:
-    """The episodes that reached `frames` frames (DOOM ends one early when the player
-    leaves the map through an exit); an error when none did."""
+    """The episodes that reached `frames` frames (a DOOM walk ends early when the player
+    dies or leaves the map through an exit); an error when none did."""
     kept = [ep for ep in episodes if len(ep) >= frames]
     if not kept:
         raise ValueError(f"none of the {len(episodes)} {what} walks reached {frames} frames "
-                         f"(lengths {[len(ep) for ep in episodes]})")
+                         f"(lengths {[len(ep) for ep in episodes]}; ended: "
+                         f"{[ep.meta.get('ended') for ep in episodes]})")
     return kept
+
+
+def walks_summary(recorded: list, scored: list, frames: int) -> dict:
+    """How many walks were recorded and scored, and why the others were left out: a table
+    says what it averaged over."""
+    short = [ep for ep in recorded if len(ep) < frames]
+    return {"recorded": len(recorded), "scored": len(scored), "frames": frames,
+            "ended_early": [{"seed": ep.meta.get("seed"), "frames": len(ep),
+                             "ended": ep.meta.get("ended")} for ep in short]}
 
 
 def strip(rolls: dict, episodes) -> dict:
