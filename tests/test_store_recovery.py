@@ -371,3 +371,32 @@ def test_the_rebuild_index_command_names_the_damaged_files(tmp_path, capsys):
     assert main(["data", "rebuild-index", "--store", str(tmp_path)]) == 1
     out = capsys.readouterr().out
     assert "000001.npz" in out and "indexed 1 episodes" in out and store.ids() == ["000000"]
+
+
+def test_byte_flips_in_a_latent_file_raise_only_the_store_error(tmp_path):
+    """A flip in the header fails to parse; one in the values may make them non-finite,
+    which `put` never writes: both are EpisodeError naming the file."""
+    import numpy as np
+
+    from worldlab.episodes import LatentCache
+
+    latents = np.random.default_rng(0).standard_normal((4, 4, 8, 8)).astype(np.float16)
+    LatentCache(tmp_path).put("a", latents)
+    good = (tmp_path / "a.safetensors").read_bytes()
+    rng, refused = random.Random(2), 0
+    for trial in range(300):
+        (tmp_path / "a.safetensors").write_bytes(_flipped(good, rng))
+        try:
+            got = LatentCache(tmp_path).get("a")
+        except EpisodeError as e:
+            assert "a.safetensors" in str(e), f"trial {trial}: {e}"
+            refused += 1
+        else:
+            assert np.isfinite(got).all() and got.shape == latents.shape
+    assert refused > 0
+    inf = latents.copy()
+    inf[0, 0, 0, 0] = np.inf
+    from safetensors.numpy import save_file
+    save_file({"latents": inf}, str(tmp_path / "a.safetensors"))
+    with pytest.raises(EpisodeError, match=r"a\.safetensors holds 1 non-finite values"):
+        LatentCache(tmp_path).get("a")

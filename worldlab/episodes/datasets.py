@@ -64,9 +64,19 @@ class LatentCache:
         key = (stat.st_mtime_ns, stat.st_size)
         if self._memory.get(episode_id, (None,))[0] != key:
             try:
-                self._memory[episode_id] = key, load_file(path)["latents"]
+                latents = load_file(path)["latents"]
             except Exception as e:  # safetensors raises its own error types on damage
                 raise EpisodeError(f"cannot read latent file {path}: {e}") from e
+            if latents.dtype != np.float16 or latents.ndim != 4:
+                found = f"{latents.dtype} {latents.shape}"
+            elif not np.isfinite(latents).all():
+                found = f"{int((~np.isfinite(latents)).sum())} non-finite values"
+            else:
+                found = None
+            if found is not None:  # `put` writes only finite float16 (t, c, h', w') latents
+                raise EpisodeError(f"latent file {path} holds {found}; expected finite "
+                                   f"float16 (t, c, h', w') latents: the file is damaged")
+            self._memory[episode_id] = key, latents
         return self._memory[episode_id][1]
 
 
