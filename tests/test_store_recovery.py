@@ -243,6 +243,21 @@ def test_killed_overwrites_stay_listed_and_temp_files_are_removed(tmp_path):
         assert store.validate_all() == {}
 
 
+def test_the_next_open_removes_the_temp_files_of_killed_writers(tmp_path):
+    rng = random.Random(1)
+    store = EpisodeStore(tmp_path)
+    store.write(make_episode(t=6, seed=0), "a")
+    for kill in range(40):  # until a kill lands mid-write (bounded)
+        _kill_at_random(tmp_path, rng, 1000 * (kill + 1))
+        if list(tmp_path.glob(".*.tmp")):
+            break
+    assert list(tmp_path.glob(".*.tmp")), "no kill landed mid-write in 40 tries"
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        EpisodeStore.open(tmp_path)
+    assert not list(tmp_path.glob(".*")) and store.validate_all() == {}
+
+
 def test_open_waits_for_a_live_writer_and_spares_its_temp_file(tmp_path):
     store = EpisodeStore(tmp_path)
     store.write(make_episode(t=6, seed=0))
