@@ -13,8 +13,9 @@ For each world (`--old`, `--new`) it measures, on held-out seeds (HELDOUT_SEED a
   `--new-data`; the stores are recorded by the commands in data/README.md);
 - autoencoder: PSNR, SSIM, sharpness ratio and colour distance on 16 episodes from random
   starts over the training maps MAP01-03, and on 16 from the held-out map MAP04;
-- world: the quick suite on 8 episodes from random starts over MAP01 (next chunk, the
-  32-frame rollout against repeat-last per step, mirrored controls) and the mean of a
+- world: the quick suite on 8 episodes from random starts over MAP01 (next chunk beside
+  repeat-last, warp-last and the autoencoder, the 32-frame rollout against repeat-last per
+  step, mirrored controls) and the mean of a
   128-frame open-loop rollout against repeat-last's.
 Monsters are on with the player invulnerable, as in the new training data. Each part is
 cached as JSON under --cache, so a rerun only measures what is missing. The strip (engine |
@@ -46,8 +47,10 @@ from worldlab.viz import to_png_bytes
 ROOT = Path(__file__).resolve().parents[1]
 TRAIN_MAPS, HELDOUT_MAP = ("MAP01", "MAP02", "MAP03"), ("MAP04",)
 OPTS = {"monsters": "invulnerable"}
-WORLD_KEYS = ("next_chunk_psnr", "baseline_repeat_psnr", "rollout_psnr",
-              "baseline_repeat_rollout_psnr")
+# every trivial baseline sits beside the world: repeat-last, warp-last (the last frame moved
+# into the next poses with the engine's depth) and the world's own autoencoder
+WORLD_KEYS = ("next_chunk_psnr", "baseline_repeat_psnr", "baseline_warp_psnr",
+              "autoencoder_psnr", "rollout_psnr", "baseline_repeat_rollout_psnr")
 AE_KEYS = ("psnr", "ssim", "sharpness_ratio", "colour_distance")
 AE_BARS = {"psnr": 30.0, "sharpness_ratio": 0.7}  # the world issue's, on the training maps
 
