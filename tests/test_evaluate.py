@@ -119,7 +119,12 @@ def test_quick_suite_and_runtime_on_a_tiny_world(setup):
     done = []
     r = quick_suite(world, episodes, horizon=HORIZON, starts_per_episode=2, runtime_chunks=4,
                     progress=done.append)
-    assert done == ["next_chunk", "drift", "runtime"]
+    assert done == ["next_chunk", "drift", "realism", "runtime"]
+    # drift shares its rollouts with realism, its numbers are drift's own
+    assert r["rollout_psnr"] == drift(world, episodes, HORIZON)["rollout_psnr"]
+    # the shipped probes read 64 px frames, this world makes 32 px ones: no score, and why
+    assert r["realism_distance"] is r["realism_distance_ae"] is None
+    assert "32 px" in r["realism_note"] and "64 px" in r["realism_note"]
     assert len(r["rollout_psnr"]) == len(r["baseline_repeat_rollout_psnr"]) == HORIZON
     assert r["bars"]["next_chunk_minus_repeat_db"] == pytest.approx(
         r["next_chunk_psnr"] - r["baseline_repeat_psnr"])

@@ -139,6 +139,9 @@ class TrainConfig:
     # the memory parameters (memory attention and encoder, new in a memory fine-tune and
     # starting at zero effect) learn at this many times the rate of the rest
     memory_lr_scale: float = 1.0
+    # a run with an out dir logs its scalars (loss, lr, grad_norm, ...) through accelerate's
+    # TensorBoard tracker to <out>/tensorboard: `tensorboard --logdir runs/` shows every run
+    tensorboard: bool = True
 
 
 @dataclass
@@ -323,7 +326,7 @@ RULES: dict[str, dict[str, tuple]] = {
               "grad_checkpointing": _FLAG, "context_corruption": _one_of(CORRUPTIONS),
               "corruption_prob": _FRACTION, "context_noise": _CONTEXT_NOISE,
               "self_rollout_prob": _FRACTION, "self_rollout_steps": _COUNT,
-              "memory_lr_scale": _POSITIVE},
+              "memory_lr_scale": _POSITIVE, "tensorboard": _FLAG},
     "sample": {"steps": _COUNT, "solver": _one_of(SOLVERS), "guidance": _number(),
                "decoder": _one_of(DECODERS), "quantize": _one_of(QUANTIZE),
                "compile": _FLAG, "autocast": _one_of(AUTOCAST),

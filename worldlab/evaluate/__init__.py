@@ -11,7 +11,7 @@ repeat-last, with bootstrap intervals (`intervals`) and an HTML report (`full_re
 """
 
 from . import (camera_follow, events, full, full_report, intervals, memory_bars, predictors,
-               registry, shipped)
+               realism, registry, shipped)
 from .baselines import repeat_baseline, warp_baseline, warp_to_poses
 from .generation import generate
 from .long import generate_walk, long_horizon
@@ -26,5 +26,5 @@ __all__ = ["HELDOUT_SEED", "autoencoder_scores", "generate", "next_chunk", "drif
            "warp_baseline", "warp_to_poses", "print_quick", "print_table", "rollout_frames",
            "rollout_strip", "reconstruction_strip", "long_horizon", "generate_walk",
            "print_long", "revisit", "return_pairs", "print_revisit", "camera_follow", "events",
-           "full", "full_report", "intervals", "memory_bars", "predictors", "registry",
-           "shipped"]
+           "full", "full_report", "intervals", "memory_bars", "predictors", "realism",
+           "registry", "shipped"]

@@ -32,7 +32,8 @@ from ..model.autoencoder import VideoAutoencoder
 from ..pretrained import DEFAULT_WORLD, load_world, named_world, resolve_checkpoint
 from . import registry
 from .long import combine_seeds, long_horizon
-from .protocols import HELDOUT_SEED, autoencoder_scores, heldout_episodes, quick_suite
+from .protocols import (HELDOUT_SEED, QUICK_STEPS, autoencoder_scores, heldout_episodes,
+                        quick_suite)
 from .report import print_long, print_quick, print_revisit, print_table
 from .revisit import MIN_GAP, MIN_OVERLAP, POLICIES, revisit
 from .suite.walks import walks_summary, whole
@@ -140,9 +141,10 @@ def _quick(args) -> tuple[dict, list, str, str]:
         print(f"left out {len(recorded) - len(episodes)} of {len(recorded)} walks that ended "
               f"before {frames} frames (the player died or left the map); scored "
               f"{len(episodes)}")
-    bar = tqdm(total=3, desc="quick suite", unit="protocol")
+    bar = tqdm(total=len(QUICK_STEPS), desc="quick suite", unit="protocol")
     result = quick_suite(world, episodes, args.horizon, args.starts, args.runtime_chunks,
-                         progress=lambda name: (bar.set_postfix_str(name), bar.update()))
+                         progress=lambda name: (bar.set_postfix_str(name), bar.update()),
+                         engine=engine)
     bar.close()
     result["sampling_steps"] = world.config.sample.steps
     result["walks"] = walks_summary(recorded, episodes, frames)

@@ -13,7 +13,10 @@ with the engine's own frames (PSNR and SSIM on 0-255 frames). Protocols of the q
 3. controls: the same rollout with mirrored controls (turn left instead of right, strafe
    the other way; poses mirrored about the first camera's vertical plane) - a model that
    uses its controls loses PSNR against the ground truth;
-4. runtime: streaming frames/s, per-chunk latency, and the cost of chunk 50 over chunk 2.
+4. realism: a Fréchet distance between the drift rollouts' frames and the engine's in the
+   features of the engine's kinds probe (`realism`), beside the autoencoder's
+   reconstructions and repeat-last: a blurred or mean frame cannot win it as it wins PSNR;
+5. runtime: streaming frames/s, per-chunk latency, and the cost of chunk 50 over chunk 2.
 
 Held-out episodes are recorded fresh from seeds the training data never used
 (`HELDOUT_SEED`), so start points and seeds are unseen.
@@ -36,6 +39,7 @@ from ..memory.stream import NO_MEMORY, Stream, world_stream
 from ..pretrained import World
 from .baselines import repeat_baseline, warp_baseline
 from .predictors import as_predictor
+from .realism import realism_scores
 
 HELDOUT_SEED = 1_000_000  # training recordings use seeds below this
 _YAW, _RIGHT = ACTION_FIELDS.index("yaw"), ACTION_FIELDS.index("right")
@@ -234,14 +238,27 @@ def autoencoder_scores(ae, episodes, max_frames: int = 1024) -> dict:
     return {**evaluate_autoencoder(ae, frames_to_tensor(rgb)), "frames": len(rgb)}
 
 
+QUICK_STEPS = ("next_chunk", "drift", "realism", "runtime")  # what `progress` is told
+
+
 def quick_suite(world: World, episodes, horizon: int = 32, starts_per_episode: int = 4,
-                runtime_chunks: int = 50, progress=None, steps: int | None = None) -> dict:
+                runtime_chunks: int = 50, progress=None, steps: int | None = None,
+                engine: str | None = None) -> dict:
     """All quick protocols on `episodes` (each at least one chunk + `horizon` frames), with
-    `steps` sampling steps (default: the world's)."""
-    result = {}
+    `steps` sampling steps (default: the world's); realism reads the drift rollouts with
+    the probes of `engine` (default: the one the world was trained on)."""
+    if engine is None and world.config is not None:
+        engine = world.config.data.engine
+    result, rolls = {}, {}  # rolls: drift's open-loop rollouts, which realism reads too
+
+    def drift_step() -> dict:
+        rolls.update(open_loop(world, episodes, horizon, steps=steps))
+        return drift_scores(rolls, episodes)
+
     for name, fn in (("next_chunk",
                       lambda: next_chunk(world, episodes, starts_per_episode, steps=steps)),
-                     ("drift", lambda: drift(world, episodes, horizon, steps=steps)),
+                     ("drift", drift_step),
+                     ("realism", lambda: realism_scores(world, rolls, episodes, engine)),
                      ("runtime", lambda: runtime(world, runtime_chunks, steps))):
         result.update(fn())
         if progress is not None:

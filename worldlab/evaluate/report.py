@@ -62,8 +62,22 @@ def print_quick(r: dict) -> None:
     print(f"bars: next chunk - repeat = {b['next_chunk_minus_repeat_db']:+.2f} dB (>= 2); "
           f"rollout beats repeat at every step: {b['rollout_beats_repeat_every_step']}; "
           f"mirrored controls cost {b['mirrored_drop_db']:+.2f} dB (>= 1)")
+    print_realism(r)
     print(f"runtime: {r['fps']:.1f} frames/s, {r['chunk_latency_ms']:.1f} ms per chunk, "
           f"chunk 50 / chunk 2 cost = {r['cost_ratio_chunk50_chunk2']:.2f}")
+
+
+def print_realism(r: dict) -> None:
+    """The quick suite's realism rows (`realism.realism_scores`), or why there are none
+    (results written before them have neither)."""
+    if r.get("realism_distance") is None:
+        print(r.get("realism_note") or "no realism score in this result")
+        return
+    print_table([{"rollout frames": name, "frechet": r[key]} for name, key in
+                 (("model", "realism_distance"), ("autoencoder", "realism_distance_ae"),
+                  ("repeat last frame", "realism_distance_repeat"))],
+                f"realism (lower is closer to the engine; blur cannot win it): "
+                f"{r['realism_note']}")
 
 
 LONG_COLUMNS = {"psnr": "psnr", "drift-free": "psnr_drift_free", "repeat": "psnr_repeat",

@@ -62,11 +62,30 @@ class FrameProbe(ModelMixin, ConfigMixin):
             nn.Sequential(nn.Flatten(), nn.Linear(c_in * side * side, 128), nn.SiLU(),
                           nn.Linear(128, len(outputs)))
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
+    def pooled(self, x: torch.Tensor) -> torch.Tensor:
+        """What the head reads: kinds (b, 3, h, w) -> the trunk's map pooled by its mean and
+        its max (b, 2c), a small sprite counts; motion (b, 6, h, w) -> the map (b, c, h', w')."""
         y = self.trunk(x)
-        if self.config.task == "kinds":  # mean and max over the map: a small sprite counts
-            y = torch.cat([y.mean((2, 3)), y.amax((2, 3))], 1)
-        return self.head(y)
+        return torch.cat([y.mean((2, 3)), y.amax((2, 3))], 1) \
+            if self.config.task == "kinds" else y
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.head(self.pooled(x))
+
+    @torch.no_grad()
+    def features(self, frames: np.ndarray) -> np.ndarray:
+        """A kinds probe's penultimate features: uint8 frames (n, h, w, 3) -> the pooled
+        trunk (n, 2c) in float64, what `evaluate.realism` compares."""
+        if self.config.task != "kinds":
+            raise ValueError(f"features are read from a kinds probe (one frame in), this "
+                             f"is a {self.config.task} probe")
+        if frames.ndim != 4 or frames.shape[1:] != (self.config.size, self.config.size, 3):
+            raise ValueError(f"this probe reads uint8 frames (n, {self.config.size}, "
+                             f"{self.config.size}, 3), got frames of shape {frames.shape}")
+        dev = next(self.parameters()).device
+        out = [self.pooled(frames_to_tensor(frames[i:i + PREDICT_BATCH]).to(dev)).double().cpu()
+               for i in range(0, len(frames), PREDICT_BATCH)]
+        return torch.cat(out).numpy() if out else np.zeros((0, 2 * self.config.channels[-1]))
 
     @torch.no_grad()
     def predict(self, frames: np.ndarray, later: np.ndarray | None = None) -> np.ndarray:

@@ -141,7 +141,8 @@ def distill_decoder(world, store, latents, out=None, *, decoder: FastDecoder | N
     check_decoder_pair(ae, fast, "distill_decoder(decoder=...)")
     train_ids, held_ids = split_episodes(store.ids(), holdout)
     depth = ae.config.depth_channel
-    data, acc = LatentFrames(store, cache, train_ids, depth), make_accelerator(tc, device)
+    data = LatentFrames(store, cache, train_ids, depth)
+    acc = make_accelerator(tc, device, out)
     ae.to(acc.device)
     loss_fn = decoder_loss(target, ae)
     if minutes:

@@ -149,7 +149,7 @@ def train_depth_head(store, out=None, *, steps: int = 600, batch_size: int = 64,
         on_start({"parameters": sum(p.numel() for p in model.parameters()),
                   "frames": len(data), "episodes": len(train_ids), "steps": tc.steps})
     state = fit(model, data, tc, depth_loss, callbacks=callbacks, out_dir=out,
-                resume=resume, accelerator=make_accelerator(tc, device))
+                resume=resume, accelerator=make_accelerator(tc, device, out))
     model, train_frames = state["model"].eval(), len(data)
     del data  # free the training frames before the held-out ones are read
     scored = pick_episodes(store, held_ids, MAX_HELD_FRAMES, seed)

@@ -145,7 +145,7 @@ def train_diamond(store, out=None, *, steps: int | None = None, minutes: float |
     model = seeded(lambda: DiamondUNet(**cfg.to_kwargs()), seed)
     data = NextFrameSamples(store, ids, cfg.context_frames)
     tc = diamond_train_config(batch_size=batch_size, lr=lr, seed=seed)
-    acc = make_accelerator(tc, device)
+    acc = make_accelerator(tc, device, out)
     n = planned_steps(out, resume, steps, minutes, lambda: steps_for_budget(
         model, data, tc, diamond_step_loss, minutes, acc))
     tc = diamond_train_config(n, batch_size, lr, seed)

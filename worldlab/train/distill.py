@@ -262,7 +262,7 @@ def distill(teacher, store, d: DistillConfig, out=None, *, latents=None,
         raise ValueError(f"teacher {world.path} is itself a {world.config.distill.recipe} "
                          f"student; distil from a flow-matching world")
     store = EpisodeStore.open(store)
-    acc = make_accelerator(_train_config(d), device)
+    acc = make_accelerator(_train_config(d), device, out)
     dev = acc.device
     tmodel = world.model.to(dev).eval().requires_grad_(False)
     cache = latents if isinstance(latents, LatentCache) else \

@@ -17,6 +17,11 @@ Determinism: step s draws its batch indices and all its noise from generators se
 (seed, s, rank), and the learning rate is a pure function of s, so a run resumed from a
 checkpoint is bit-identical on CPU to one that never stopped. `batch_size` is per process.
 
+Tracking: an accelerator made with `out` (`make_accelerator(cfg, device, out)`, as every
+recipe does) and cfg.tensorboard carries accelerate's TensorBoard tracker; `fit` with an
+out_dir starts it, logs each step's scalars (the callbacks' state) to out/tensorboard and
+closes it, also when a step fails. A resumed run purges the events after its checkpoint.
+
 The losses live in `losses.py`, the recipes that call `fit` in `recipes.py`.
 """
 
@@ -40,6 +45,7 @@ from .sharding import (Unsharded, broadcast_from_main, clip_grad_norm, full_opti
                        sharded_copy, uses_fsdp)
 
 _DATA_STREAM, _NOISE_STREAM = 0, 1
+TENSORBOARD_DIR = "tensorboard"  # under a run's out dir, so `--logdir runs/` finds each run
 
 # ----------------------------------------------------------------------------------------
 # Seeds and schedules: pure functions of the step
@@ -85,8 +91,9 @@ class StepBatchSampler(torch.utils.data.Sampler):
 # ----------------------------------------------------------------------------------------
 
 
-def make_accelerator(cfg: TrainConfig, device: str = "auto"):
-    """An Accelerator for `device` ("auto" | "cpu" | "cuda"); bf16 autocast only on a GPU."""
+def make_accelerator(cfg: TrainConfig, device: str = "auto", out=None):
+    """An Accelerator for `device` ("auto" | "cpu" | "cuda"); bf16 autocast only on a GPU.
+    With `out` (the run's directory) and cfg.tensorboard, it logs to TensorBoard under out."""
     from accelerate import Accelerator
 
     if device not in ("auto", "cpu", "cuda"):
@@ -99,7 +106,20 @@ def make_accelerator(cfg: TrainConfig, device: str = "auto"):
         _check_launch()
         torch.backends.cuda.matmul.allow_tf32 = True
         torch.backends.cudnn.allow_tf32 = True
-    return Accelerator(cpu=cpu, mixed_precision=mp)
+    return Accelerator(cpu=cpu, mixed_precision=mp, **_tracking(cfg, out))
+
+
+def _tracking(cfg: TrainConfig, out) -> dict:
+    """The Accelerator arguments that log to TensorBoard under `out`: none without `out` or
+    with cfg.tensorboard off."""
+    from accelerate.utils import is_tensorboard_available
+
+    if out is None or not cfg.tensorboard:
+        return {}
+    if not is_tensorboard_available():  # accelerate would drop the tracker without a word
+        raise ImportError("train.tensorboard=True needs the tensorboard package (a worldlab "
+                          "dependency: pip install tensorboard), or set it False")
+    return {"log_with": "tensorboard", "project_dir": str(out)}
 
 
 def _check_launch() -> None:
@@ -163,12 +183,13 @@ def fit(model, dataset, cfg: TrainConfig, loss_fn: Callable, callbacks: Iterable
     Every step calls each callback (on the main process) with dict(step, loss, lr, grad_norm,
     data_s, + the loss_fn's logs). With `out_dir`, checkpoints go to out_dir/checkpoints
     every `checkpoint_every` steps and at the end, the final weights to out_dir/model and
-    out_dir/ema. `resume=True` continues from the newest checkpoint there (from scratch if
+    out_dir/ema, and the accelerator's trackers (out_dir/tensorboard by default) get the
+    same scalars. `resume=True` continues from the newest checkpoint there (from scratch if
     there is none). The returned state also holds `model` and `ema` (None if ema_decay = 0),
     unsharded (under FSDP: copies holding the gathered weights).
     """
     _check_train_config(cfg)
-    acc = accelerator or make_accelerator(cfg)
+    acc = accelerator or make_accelerator(cfg, out=out_dir)
     run = _Run(model, cfg, acc)
     start = _restore(out_dir, resume, run.model, run.opt, run.ema)
     sampler = StepBatchSampler(len(dataset), cfg.batch_size, cfg.seed, start, cfg.steps,
@@ -176,17 +197,24 @@ def fit(model, dataset, cfg: TrainConfig, loss_fn: Callable, callbacks: Iterable
     batches = _batches(dataset, sampler, collate_fn, num_workers, acc.device)
     state: dict[str, Any] = {"step": start}
     run.wrapped.train()
-    for step in range(start, cfg.steps):
-        t0 = time.perf_counter()
-        batch = next(batches)
-        waited = time.perf_counter() - t0
-        state = {**_train_step(run, acc, loss_fn, cfg, step, batch), "data_s": waited}
-        done = step + 1
-        if out_dir is not None and (done % cfg.checkpoint_every == 0 or done == cfg.steps):
-            _save(acc, out_dir, done, run, cfg)
-        if acc.is_main_process:
-            for cb in callbacks:
-                cb(state)
+    tracked = _start_tracking(acc, out_dir, start)
+    try:
+        for step in range(start, cfg.steps):
+            t0 = time.perf_counter()
+            batch = next(batches)
+            waited = time.perf_counter() - t0
+            state = {**_train_step(run, acc, loss_fn, cfg, step, batch), "data_s": waited}
+            done = step + 1
+            if out_dir is not None and (done % cfg.checkpoint_every == 0 or done == cfg.steps):
+                _save(acc, out_dir, done, run, cfg)
+            if tracked:  # before the callbacks: a step a callback stops at is logged too
+                acc.log(_scalars(state), step=done)
+            if acc.is_main_process:
+                for cb in callbacks:
+                    cb(state)
+    finally:
+        if tracked:
+            _end_tracking(acc)
     model, ema = run.weights()
     if out_dir is not None and acc.is_main_process:
         save_model_dir(model, Path(out_dir) / "model")
@@ -194,6 +222,37 @@ def fit(model, dataset, cfg: TrainConfig, loss_fn: Callable, callbacks: Iterable
             save_model_dir(ema, Path(out_dir) / "ema")
     acc.wait_for_everyone()
     return {**state, "model": model, "ema": ema}
+
+
+# ----------------------------------------------------------------------------------------
+# Tracking: accelerate's trackers (TensorBoard by default, see make_accelerator)
+# ----------------------------------------------------------------------------------------
+
+
+def _start_tracking(acc, out_dir, start: int) -> bool:
+    """Start the accelerator's trackers for a run with an out_dir; whether fit logs to them.
+    Events at or after step start + 1 left by an earlier try of this run are purged
+    (TensorBoard drops them on reading), so a resumed run shows one curve."""
+    if out_dir is None or not acc.log_with or acc.trackers:  # trackers the caller started
+        return False  # are the caller's to log to (through the callbacks) and to close
+    acc.init_trackers(TENSORBOARD_DIR, init_kwargs={
+        "tensorboard": {"purge_step": start + 1, "flush_secs": 30}})
+    return True
+
+
+def _end_tracking(acc) -> None:
+    """Close the trackers `_start_tracking` started (their files flushed, writer threads
+    ended). Not `acc.end_training()`: it also destroys the process group, which the end of
+    fit and a caller under DDP still use."""
+    for tracker in acc.trackers:
+        tracker.finish()
+    acc.trackers.clear()  # the accelerator may serve another fit
+
+
+def _scalars(state: dict[str, Any]) -> dict[str, float]:
+    """The numbers of a step's state as tracker scalars: "train/<key>", the step aside."""
+    return {f"train/{k}": float(v) for k, v in state.items()
+            if k != "step" and isinstance(v, (int, float))}
 
 
 class _Run:

@@ -184,7 +184,7 @@ def autoencoder(store, cfg: AutoencoderConfig, out=None, *, holdout: float = 0.1
         load_init(ae, Path(init))
     if not cfg.train_encoder:
         freeze_encoder(ae, init)
-    data, acc = FrameDataset(rgb, depth), make_accelerator(tc, device)
+    data, acc = FrameDataset(rgb, depth), make_accelerator(tc, device, out)
     if minutes:
         tc = autoencoder_train_config(
             cfg, steps=steps_for_budget(trainee, data, tc, loss_fn, minutes, acc))
@@ -279,7 +279,7 @@ def world(store, cfg: WorldConfig, out=None, *, autoencoder=None, latents=None,
     cfg = trained_on(WorldConfig.from_dict(cfg.to_dict()), store, ids)  # a copy
     if init is not None and resume:
         raise ValueError("init starts a new run and resume continues one; pass one")
-    acc = make_accelerator(cfg.train, device)
+    acc = make_accelerator(cfg.train, device, out)
     cache = latents if isinstance(latents, LatentCache) else \
         LatentCache(latents if latents is not None else store.root / "latents")
     data_device = _fits(cfg, store, ids, cache, acc)
