@@ -6,7 +6,6 @@ from __future__ import annotations
 import threading
 
 import pytest
-import torch
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
 from worldlab import train as T
