@@ -303,6 +303,8 @@ def test_play_cli_writes_videos_and_scores(world_dir, tmp_path):
                  "--out", str(out), "--engine", "procedural", "--device", "cpu"]) == 0
     scores = json.loads((out / "scores.json").read_text())
     assert len(scores["psnr"]) == 6 and all(np.isfinite(scores["psnr"]))
+    for baseline in ("baseline_repeat_psnr", "baseline_warp_psnr"):  # beside the model's
+        assert len(scores[baseline]) == 6 and all(np.isfinite(scores[baseline]))
     gen = iio.imread(out / "generated.mp4", plugin="FFMPEG")
     both = iio.imread(out / "side_by_side.mp4", plugin="FFMPEG")
     assert gen.shape == (7, 256, 256, 3)  # the context frame + 6 steps, 32 px enlarged 8x

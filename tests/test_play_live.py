@@ -5,6 +5,7 @@ randomised world with the procedural engine as twin (see test_play.py)."""
 
 from __future__ import annotations
 
+import json
 import threading
 import time
 
@@ -198,3 +199,23 @@ def test_baseline_psnr_on_the_sessions_own_run(world):
     engine.close()
     same = warp_to_poses(obs.rgb, obs.depth, obs.c2w, obs.K, obs.c2w[None])[0]
     assert (same == obs.rgb).all(-1).mean() > 0.95
+
+
+def test_scores_json_holds_the_baselines_beside_the_model(world, tmp_path):
+    from test_play import WALK
+    from worldlab.play import baseline_psnr, write_outputs
+
+    s = session(world)
+    first = s.current()
+    results = [s.step(a) for a in WALK]
+    curves = baseline_psnr(s, results)
+    data = write_outputs(tmp_path, first, results, fps=8.0, baselines=curves)
+    saved = json.loads((tmp_path / "scores.json").read_text())
+    assert saved["baseline_repeat_psnr"] == data["baseline_repeat_psnr"] == \
+        curves["repeat last frame"]
+    assert saved["baseline_warp_psnr"] == curves["warp last frame"]
+    assert len(saved["psnr"]) == len(saved["baseline_warp_psnr"]) == len(results)
+    with pytest.raises(ValueError, match="one value per step"):
+        write_outputs(tmp_path / "bad", first, results, fps=8.0,
+                      baselines={"repeat last frame": [1.0]})
+    assert not (tmp_path / "bad").exists()

@@ -8,7 +8,8 @@ An action file is a JSON list with one entry per step:
     {"forward": 0.25, "right": 0, "yaw": 10, "pitch": 0, "buttons": ["attack"],
      "prompt": "summon a monster"}   # every key optional; "prompt" switches the event
 It writes `generated.mp4` (the world model), `side_by_side.mp4` (model | engine twin, each
-named in a bar over it) and `scores.json` (PSNR per step against the twin, timings). `demo_script(steps)` makes one.
+named in a bar over it) and `scores.json` (PSNR per step against the twin, with repeat-last
+and warp-last beside it, timings). `demo_script(steps)` makes one.
 
 Shape legend: t steps, h w height/width.
 """
@@ -178,8 +179,22 @@ def baseline_psnr(session: WorldSession, results) -> dict[str, list[float]]:
             "warp last frame": frame_psnr(warp, truth).tolist()}
 
 
-def write_outputs(out: Path, first, results, fps: float) -> dict:
-    """generated.mp4, side_by_side.mp4 (when there is a twin) and scores.json under `out`."""
+# scores.json's key for each curve of `baseline_psnr`
+BASELINE_KEYS = {"repeat last frame": "baseline_repeat_psnr",
+                 "warp last frame": "baseline_warp_psnr"}
+
+
+def write_outputs(out: Path, first, results, fps: float,
+                  baselines: dict[str, list[float]] | None = None) -> dict:
+    """generated.mp4, side_by_side.mp4 (when there is a twin) and scores.json under `out`;
+    `baselines` (`baseline_psnr` of the same steps) go into scores.json per step beside the
+    model's PSNR, as baseline_repeat_psnr and baseline_warp_psnr."""
+    baselines = baselines or {}
+    unknown = set(baselines) - set(BASELINE_KEYS)
+    if unknown or any(len(c) != len(results) for c in baselines.values()):
+        raise ValueError(f"baselines must be baseline_psnr's curves {sorted(BASELINE_KEYS)}, "
+                         f"one value per step ({len(results)}), got {sorted(baselines)} "
+                         f"with {[len(c) for c in baselines.values()]} values")
     out.mkdir(parents=True, exist_ok=True)
     frames = np.stack([first.frame] + [r.frame for r in results])  # (t + 1, h, w, 3)
     written = {"generated": str(write_mp4(out / "generated.mp4", frames, fps))}
@@ -190,7 +205,8 @@ def write_outputs(out: Path, first, results, fps: float) -> dict:
         columns = (0, frames.shape[2] + gap.shape[2])  # where each screen starts
         written["side_by_side"] = str(write_mp4(out / "side_by_side.mp4", both, fps,
                                                 dict(zip(columns, VIDEO_LABELS))))
-    data = {**scores(results), "steps": len(results),
+    data = {**scores(results), **{BASELINE_KEYS[k]: list(c) for k, c in baselines.items()},
+            "steps": len(results),
             "chunk_latency_ms": [r.stats["chunk_latency_ms"] for r in results
                                  if r.stats["key_to_pixel_ms"] is not None],
             "files": written}
@@ -214,9 +230,10 @@ def _cmd_play(args) -> int:
         with tqdm(total=len(script), desc="play") as bar:
             results = play_script(session, script, lambda i, r: bar.update(1))
         fps = session.frame_rate()
+        baselines = baseline_psnr(session, results) if session.has_twin and results else None
     finally:
         session.close()
-    data = write_outputs(Path(args.out), first, results, fps)
+    data = write_outputs(Path(args.out), first, results, fps, baselines)
     print(f"{len(results)} steps; mean PSNR vs twin {data['psnr_mean']}; wrote "
           f"{', '.join(data['files'].values())} and {Path(args.out) / 'scores.json'}")
     return 0
