@@ -1,0 +1,193 @@
+"""The experiment runner (`python -m worldlab run`): a tiny spec end to end through local
+processes and through submitit's local executor gives the same shipped JSON; finished jobs
+are never redone; every bad spec stops before any work with its file and line; a dirty tree
+or an absolute path never ships; every spec in experiments/ plans."""
+
+import json
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from worldlab.experiments import SpecError, load_spec, run_spec
+from worldlab.experiments.plan import plan
+from worldlab.experiments.ship import ShipError
+
+REPO = Path(__file__).resolve().parents[1]
+
+TINY = """\
+name: tiny
+title: a tiny autoencoder on two procedural episodes, two training seeds
+result: data/results/tiny.json
+notes: |
+  The runner's own test.
+vars:
+  data: runs/tiny/data
+seeds:
+  train: [0, 1]
+stages:
+  - name: record
+    kind: record
+    run: >-
+      data record --engine procedural --preset tiny --episodes 2 --frames 8 --size 32
+      --workers 1 --seed 5 --out {data}
+    outputs: ["{data}/index.json"]
+  - name: train
+    kind: train
+    variants: {ae: {steps: 2}}
+    seeds: train
+    threads: 1
+    run: >-
+      train autoencoder --preset tiny --data {data} --steps {steps} --device cpu
+      --set autoencoder__seed={seed} --out runs/tiny/{job}
+    resume: {when: "runs/tiny/{job}/checkpoints", add: --resume}
+    inputs: ["{data}/index.json"]
+    outputs: ["runs/tiny/{job}/metrics.json"]
+  - name: ship
+    kind: ship
+    from: runs/tiny/ae/metrics.json
+    files: {"runs/tiny/ae_seed1/metrics.json": data/results/tiny_seed1.json}
+"""
+
+
+def _git(root, *args):
+    import os
+    when = "2026-01-01T00:00:00+00:00"  # one date: the same tree gives the same commit
+    env = {**os.environ, "GIT_AUTHOR_DATE": when, "GIT_COMMITTER_DATE": when}
+    subprocess.run(["git", *args], cwd=root, check=True, capture_output=True, env=env)
+
+
+def _repo(tmp_path: Path, spec: str = TINY, name: str = "tiny") -> Path:
+    root = tmp_path / "repo"
+    (root / "experiments").mkdir(parents=True)
+    (root / "experiments" / f"{name}.yaml").write_text(spec)
+    (root / ".gitignore").write_text("runs/\n")
+    _git(root, "init", "-q")
+    _git(root, "add", "-A")
+    _git(root, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "-m", "spec")
+    return root
+
+
+@pytest.fixture(scope="module")
+def shipped(tmp_path_factory):
+    """The tiny spec run twice, once per executor, in two fresh repositories."""
+    out = {}
+    for executor in ("local", "submitit-local"):
+        root = _repo(tmp_path_factory.mktemp(executor))
+        report = run_spec(root / "experiments/tiny.yaml", root=root, jobs=2, executor=executor)
+        out[executor] = (root, report)
+    return out
+
+
+def test_local_and_submitit_ship_the_same_json(shipped):
+    (a, report_a), (b, report_b) = shipped["local"], shipped["submitit-local"]
+    assert report_a == report_b == {"record": {"record": "ran"},
+                                    "train": {"ae": "ran", "ae_seed1": "ran"},
+                                    "ship": {"ship": "ran"}}
+    for name in ("tiny.json", "tiny_seed1.json"):
+        assert (a / "data/results" / name).read_bytes() == (b / "data/results" / name).read_bytes()
+    data = json.loads((a / "data/results/tiny.json").read_text())
+    head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=a, capture_output=True,
+                          text=True).stdout.strip()
+    assert data["spec"] == "experiments/tiny.yaml" and data["commit"] == head
+    assert data["uncommitted_changes"] is False
+    assert data["spec_hash"] == load_spec(a / "experiments/tiny.yaml").hash
+    assert data["command"] == "python -m worldlab run experiments/tiny.yaml"
+    assert data["psnr"] > 0
+    # the two seeds trained differently: the seeds reached the jobs
+    assert data["psnr"] != json.loads((a / "data/results/tiny_seed1.json").read_text())["psnr"]
+
+
+def test_a_rerun_redoes_nothing_and_an_interrupted_job_resumes(shipped):
+    root, _ = shipped["local"]
+    spec = root / "experiments/tiny.yaml"
+    assert run_spec(spec, root=root) == {"record": {"record": "done"},
+                                         "train": {"ae": "done", "ae_seed1": "done"},
+                                         "ship": {"ship": "done"}}
+    # a job cut off after its checkpoint, before it finished: only it runs again, resumed
+    (root / "runs/tiny/ae_seed1/metrics.json").unlink()
+    (root / "runs/experiments/tiny/train/ae_seed1.json").unlink()
+    report = run_spec(spec, root=root)
+    assert report["train"] == {"ae": "done", "ae_seed1": "ran"}
+    assert report["record"] == {"record": "done"}
+    log_argv = plan(load_spec(spec), root)[1][1][1]
+    assert log_argv.resume == ("runs/tiny/ae_seed1/checkpoints", ("--resume",))
+
+
+def test_the_spec_hash_ignores_prose_only():
+    a = load_spec_text(TINY)
+    b = load_spec_text(TINY.replace("The runner's own test.", "Another note."))
+    c = load_spec_text(TINY.replace("--frames 8", "--frames 9"))
+    assert a.hash == b.hash != c.hash
+
+
+def load_spec_text(text):
+    import tempfile
+    d = Path(tempfile.mkdtemp())
+    (d / "tiny.yaml").write_text(text)
+    return load_spec(d / "tiny.yaml")
+
+
+# ---------------------------------------------------------------- bad specs stop before work
+
+PACK = ("  - name: ship\n", "  - name: pack\n    kind: package\n    over: trainn\n"
+        "    run: data info --store {data}\n  - name: ship\n")
+
+
+@pytest.mark.parametrize("edit, anchor, needle, message", [
+    (("kind: train", "kind: trian"), "name: train", "kind:", "unknown kind 'trian'"),
+    (("    threads: 1\n", "    threads: 1\n    colour: red\n"), "name: train", "colour:",
+     "unknown key 'colour'"),
+    (("train autoencoder --preset tiny", "train memory --variant wings --preset tiny"),
+     "name: train", "run:", "invalid choice: 'wings'"),
+    (("--out runs/tiny/{job}", "--set model__wings=2 --out runs/tiny/{job}"), "name: train", "run:",
+     "--set model__wings"),
+    (("--seed 5 --out", "--seed 999999 --out"), "name: record", "run:", "reach HELDOUT_SEED"),
+    (("  train: [0, 1]\n", "  train: [0, 1]\n  validation: 1000000\n  report: 1000000\n"),
+     "seeds:", "seeds:", "in both 'validation' and 'report'"),
+    (('inputs: ["{data}/index.json"]', 'inputs: ["runs/elsewhere/index.json"]'),
+     "name: train", "inputs:", "input runs/elsewhere/index.json neither exists"),
+    (("--steps {steps}", "--steps {step}"), "name: train", "run:", "unknown name {step}"),
+    (PACK, "name: pack", "over:", "over 'trainn' is not an earlier stage"),
+])
+def test_a_bad_spec_names_its_line_and_runs_nothing(tmp_path, edit, anchor, needle, message):
+    text = TINY.replace(*edit)
+    assert text != TINY
+    lines = text.splitlines()
+    first = next(i for i, line in enumerate(lines) if anchor in line)
+    line = next(i for i, text_line in enumerate(lines[first:], first + 1) if needle in text_line)
+    root = _repo(tmp_path, text)
+    with pytest.raises(SpecError) as e:
+        run_spec(root / "experiments/tiny.yaml", root=root)
+    assert message in str(e.value)
+    assert str(e.value).startswith(f"{root / 'experiments/tiny.yaml'}:{line}: ")
+    assert not (root / "runs").exists(), "a bad spec must stop before any work"
+
+
+def test_a_dirty_tree_never_ships(tmp_path):
+    root = _repo(tmp_path)
+    (root / "experiments/tiny.yaml").write_text(TINY + "\n# edited\n")
+    with pytest.raises(ShipError, match="uncommitted changes"):
+        run_spec(root / "experiments/tiny.yaml", root=root)
+    assert not (root / "data/results/tiny.json").exists()
+    run_spec(root / "experiments/tiny.yaml", root=root, allow_dirty=True, only=["ship"])
+    preview = root / "runs/experiments/tiny/preview/tiny.json"
+    assert json.loads(preview.read_text())["uncommitted_changes"] is True
+    assert not (root / "data/results/tiny.json").exists()
+
+
+def test_an_absolute_path_never_ships(tmp_path):
+    from worldlab.experiments.ship import relative_paths
+    root = tmp_path.resolve()
+    assert relative_paths({"a": [str(root / "runs/x")]}, root) == {"a": ["runs/x"]}
+    with pytest.raises(ShipError, match=r"\$.b holds the absolute path /elsewhere/x"):
+        relative_paths({"b": "/elsewhere/x"}, root)
+
+
+@pytest.mark.parametrize("path", sorted((REPO / "experiments").glob("*.yaml")),
+                         ids=lambda p: p.stem)
+def test_every_shipped_spec_plans(path):
+    spec = load_spec(path)
+    stages = plan(spec, REPO)
+    assert [s.name for s, _ in stages] == [s.name for s in spec.stages]
+    assert all(jobs for _, jobs in stages)

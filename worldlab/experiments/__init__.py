@@ -1,0 +1,14 @@
+"""Experiments as data: a spec (`experiments/<name>.yaml`) names the stages that make a
+shipped table (record, encode, train variants x seeds, package, evaluate, table, ship), and
+one runner executes it, resumes it and ships its JSON with the spec, its hash and a clean
+commit (docs/experiments.md). `documents` renders the tables of README.md and data/README.md
+from that JSON.
+
+    from worldlab.experiments import load_spec, run_spec
+    run_spec("experiments/memory.yaml", dry_run=True)
+"""
+
+from .runner import EXECUTORS, RunError, run_spec
+from .spec import Spec, SpecError, load_spec
+
+__all__ = ["EXECUTORS", "RunError", "Spec", "SpecError", "load_spec", "run_spec"]

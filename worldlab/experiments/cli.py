@@ -1,0 +1,71 @@
+"""`python -m worldlab run SPEC ...`: run experiment specs (docs/experiments.md).
+
+    python -m worldlab run experiments/memory.yaml --dry-run    # the plan and what is done
+    python -m worldlab run experiments/memory.yaml --jobs 2     # two jobs of a stage at once
+    python -m worldlab run --dry-run                            # check every spec in experiments/
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+
+def _print_plan(spec, root) -> None:
+    from .plan import plan
+    from .runner import is_done, job_argv
+    print(f"{spec.path}: {spec.title or spec.name} -> {spec.result}  (spec {spec.hash[:12]})")
+    for stage, jobs in plan(spec, root):
+        done = sum(is_done(root, spec, j) for j in jobs)
+        print(f"  {stage.name} [{stage.kind}]  {done}/{len(jobs)} done")
+        for job in jobs:
+            state = "done" if is_done(root, spec, job) else "todo"
+            shown = " ".join(job_argv(job, root)[1:]) if stage.kind != "ship" else \
+                f"ship {job.argv[1]} -> {job.argv[2]}"
+            print(f"    {state:4} {job.name}: {shown}")
+
+
+def _run(args) -> int:
+    from .runner import run_spec
+    from .spec import load_spec
+    root = Path(args.root)
+    paths = args.specs or sorted((root / "experiments").glob("*.yaml"))
+    if not paths:
+        raise FileNotFoundError(f"no spec given and none in {root / 'experiments'}")
+    if not args.specs and not args.dry_run:
+        raise ValueError("name the spec(s) to run; without one only --dry-run is allowed")
+    slurm = {k: v for k, v in (("partition", args.partition), ("gpus_per_node", args.gpus))
+             if v is not None}
+
+    def progress(stage, job, state):
+        print(f"[{spec.name}] {stage}/{job}: {state}", flush=True)
+
+    for path in paths:
+        spec = load_spec(path)
+        if args.dry_run:
+            _print_plan(spec, root)
+            continue
+        run_spec(spec, root=root, jobs=args.jobs, executor=args.executor, only=args.only,
+                 allow_dirty=args.allow_dirty, slurm=slurm, progress=progress)
+    return 0
+
+
+def configure_cli(parser) -> None:
+    from .runner import EXECUTORS
+    parser.add_argument("specs", nargs="*", type=Path, metavar="SPEC",
+                        help="experiments/<name>.yaml (with --dry-run, default: every spec)")
+    parser.add_argument("--dry-run", action="store_true",
+                        help="check the spec(s) and print the plan; run nothing")
+    parser.add_argument("--jobs", type=int, default=1,
+                        help="jobs of one stage at once (variants x seeds)")
+    parser.add_argument("--executor", default="local", choices=EXECUTORS,
+                        help="local processes, submitit's local executor, or SLURM")
+    parser.add_argument("--only", action="append", default=None, metavar="STAGE",
+                        help="run only this stage (repeatable); its inputs must exist")
+    parser.add_argument("--allow-dirty", action="store_true",
+                        help="ship a preview under runs/experiments/ from a tree with "
+                             "uncommitted changes (never under data/)")
+    parser.add_argument("--partition", default=None, help="slurm: the partition")
+    parser.add_argument("--gpus", type=int, default=None, help="slurm: GPUs per node")
+    parser.add_argument("--root", default=".", help="the repository the spec's paths are in")
+    parser.set_defaults(func=_run)
+

@@ -1,0 +1,239 @@
+"""Run a spec: stage after stage, the jobs of a stage side by side, each job skipped when its
+stamp says it finished with the same command and its outputs are there.
+
+    run_spec("experiments/memory.yaml")                       # local processes, one at a time
+    run_spec("experiments/memory.yaml", jobs=2)               # two jobs of a stage at once
+    run_spec("experiments/memory.yaml", executor="slurm", slurm={"partition": "gpu"})
+    run_spec("experiments/memory.yaml", dry_run=True)         # the plan, nothing runs
+
+Executors: `local` runs each job as a child process; `submitit-local` and `slurm` hand the
+same function to submitit's LocalExecutor or its SLURM executor. A job's stamp
+(runs/experiments/<name>/<stage>/<job>.json) is written only when it succeeded, so an
+interrupted run starts the unfinished jobs again (training ones with `--resume` when their
+checkpoints exist) and never redoes a finished one.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+from ..atomic import atomic_write_json
+from .plan import Job, plan
+from .ship import ship
+from .spec import Spec, load_spec
+
+EXECUTORS = ("local", "submitit-local", "slurm")
+
+
+class RunError(RuntimeError):
+    pass
+
+
+# ---------------------------------------------------------------- one job
+
+def job_argv(job: Job, root: Path) -> list[str]:
+    """The full command line of a job (with the resume arguments when its checkpoint is
+    there)."""
+    args = list(job.argv)
+    if job.resume and (root / job.resume[0]).exists():
+        args += job.resume[1]
+    if job.is_script:
+        return [sys.executable, *args]
+    if job.launcher == "accelerate":
+        return [sys.executable, "-m", "accelerate.commands.launch", "-m", "worldlab", *args]
+    return [sys.executable, "-m", "worldlab", *args]
+
+
+def job_env(job: Job) -> dict[str, str]:
+    env = dict(os.environ)
+    if job.threads:
+        env["OMP_NUM_THREADS"] = env["MKL_NUM_THREADS"] = str(job.threads)
+    return env
+
+
+def run_command(argv: list[str], cwd: str, env: dict, log: str | None, started=None) -> int:
+    """Run one job's process to its end (what submitit calls on the worker); the process
+    is stopped if this one is interrupted. `started(proc)` is told of the child."""
+    out = open(log, "ab") if log else None
+    proc = subprocess.Popen(argv, cwd=cwd, env=env, stdout=out,
+                            stderr=subprocess.STDOUT if out else None)
+    if started:
+        started(proc)
+    try:
+        return proc.wait()
+    finally:
+        stop(proc)
+        if out:
+            out.close()
+
+
+def stop(proc) -> None:
+    if proc.poll() is None:
+        proc.terminate()
+        try:
+            proc.wait(10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+# ---------------------------------------------------------------- stamps
+
+def stamp_path(root: Path, spec: Spec, job: Job) -> Path:
+    return root / "runs" / "experiments" / spec.name / job.stage / f"{job.name}.json"
+
+
+def is_done(root: Path, spec: Spec, job: Job) -> bool:
+    path = stamp_path(root, spec, job)
+    try:
+        stamp = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return False
+    return (stamp.get("command") == job.command
+            and all((root / o).exists() for o in job.outputs))
+
+
+def _stamp(root: Path, spec: Spec, job: Job) -> None:
+    import datetime
+    atomic_write_json(stamp_path(root, spec, job), {
+        "command": job.command, "outputs": list(job.outputs),
+        "finished": datetime.datetime.now().isoformat(timespec="seconds")})
+
+
+# ---------------------------------------------------------------- executors
+
+class _Local:
+    """Jobs as child processes, `jobs` at once; interrupting stops every child."""
+
+    def __init__(self, jobs: int):
+        self.pool = ThreadPoolExecutor(max_workers=jobs)
+        self.procs = []
+
+    def submit(self, argv, cwd, env, log):
+        return self.pool.submit(run_command, argv, cwd, env, log, self.procs.append)
+
+    def close(self):
+        self.pool.shutdown(wait=False, cancel_futures=True)
+        for proc in self.procs:  # an interrupted run leaves no child behind
+            stop(proc)
+        self.pool.shutdown(wait=True)
+
+
+class _Submitit:
+    """Jobs through submitit: its LocalExecutor here, SLURM on a cluster."""
+
+    def __init__(self, folder: Path, cluster: str, threads: int, slurm: dict):
+        import submitit
+        if cluster == "local":
+            self.executor = submitit.LocalExecutor(folder=folder)
+            self.executor.update_parameters(timeout_min=24 * 60)
+        else:
+            self.executor = submitit.AutoExecutor(folder=folder, cluster="slurm")
+            self.executor.update_parameters(
+                timeout_min=24 * 60, cpus_per_task=threads,
+                **{f"slurm_{k}": v for k, v in slurm.items()})
+        self.running = []
+
+    def submit(self, argv, cwd, env, log):
+        job = self.executor.submit(run_command, argv, cwd, env, log)
+        self.running.append(job)
+        return job
+
+    def close(self):
+        for job in self.running:
+            if not job.done():
+                job.cancel()
+
+
+def _executor(kind: str, jobs: int, folder: Path, threads: int, slurm: dict):
+    if kind == "local":
+        return _Local(jobs)
+    if kind in ("submitit-local", "slurm"):
+        return _Submitit(folder, "local" if kind == "submitit-local" else "slurm", threads,
+                         slurm)
+    raise ValueError(f"unknown executor {kind!r}; expected one of {EXECUTORS}")
+
+
+# ---------------------------------------------------------------- the run
+
+def run_spec(spec, root=".", jobs: int = 1, executor: str = "local", only=None,
+             dry_run: bool = False, allow_dirty: bool = False, slurm: dict | None = None,
+             progress=None) -> dict:
+    """Run what is not done of `spec` (a path or a Spec); returns {stage: {job: state}},
+    state one of done (skipped), ran, planned (dry run). `only` limits the run to the named
+    stages (their inputs must exist). `progress(stage, job, state)` is told of each job."""
+    root = Path(root).resolve()
+    spec = spec if isinstance(spec, Spec) else load_spec(spec)
+    if jobs < 1:
+        raise ValueError(f"jobs must be >= 1, got {jobs}")
+    if executor not in EXECUTORS:
+        raise ValueError(f"unknown executor {executor!r}; expected one of {EXECUTORS}")
+    stages = plan(spec, root)
+    names = [s.name for s, _ in stages]
+    for name in only or ():
+        if name not in names:
+            raise ValueError(f"{spec.path}: no stage {name!r}; its stages are {names}")
+    report: dict[str, dict[str, str]] = {}
+    for stage, stage_jobs in stages:
+        if only and stage.name not in only:
+            continue
+        todo = [j for j in stage_jobs if not is_done(root, spec, j)]
+        report[stage.name] = {j.name: ("planned" if j in todo else "done") for j in stage_jobs}
+        for j in stage_jobs:
+            if j not in todo and progress:
+                progress(stage.name, j.name, "done")
+        if dry_run or not todo:
+            continue
+        if stage.kind == "ship":
+            for job in todo:
+                _, source, target, *pairs = job.argv
+                ship(spec, root, source, target, dict(zip(pairs[::2], pairs[1::2])),
+                     allow_dirty=allow_dirty)
+                _stamp(root, spec, job)
+                report[stage.name][job.name] = "ran"
+                if progress:
+                    progress(stage.name, job.name, "ran")
+            continue
+        _run_stage(spec, root, todo, jobs, executor, slurm or {}, report[stage.name],
+                   progress)
+    return report
+
+
+def _run_stage(spec, root, todo, jobs, executor, slurm, report, progress) -> None:
+    folder = root / "runs" / "experiments" / spec.name / "submitit"
+    threads = max(j.threads or 1 for j in todo)
+    pool = _executor(executor, jobs, folder, threads, slurm)
+    quiet = jobs > 1 or executor != "local"  # side by side: each job writes its own log
+    failed = []
+    try:
+        futures = []
+        for job in todo:
+            log = stamp_path(root, spec, job).with_suffix(".log")
+            log.parent.mkdir(parents=True, exist_ok=True)
+            if progress:
+                progress(job.stage, job.name, "started")
+            futures.append((job, log, pool.submit(job_argv(job, root), str(root),
+                                                  job_env(job), str(log) if quiet else None)))
+        for job, log, future in futures:
+            code = future.result()
+            missing = [o for o in job.outputs if not (root / o).exists()]
+            if code == 0 and not missing:
+                _stamp(root, spec, job)
+                report[job.name] = "ran"
+            else:
+                failed.append(f"{job.stage}/{job.name} (" + (
+                    f"exit status {code}" if code else f"did not make {missing[0]}") +
+                    (f"; log {log.relative_to(root)}" if quiet else "") + ")")
+                report[job.name] = "failed"
+            if progress:
+                progress(job.stage, job.name, report[job.name])
+    finally:
+        pool.close()
+    if failed:
+        raise RunError(f"{spec.name}: {len(failed)} job(s) failed: {', '.join(failed)}; "
+                       f"finished jobs keep their stamps, run again to retry the rest")

@@ -1,0 +1,86 @@
+"""The ship stage: a JSON a stage wrote under runs/ goes to data/results/ with where it came
+from (the spec, its hash, the command, a clean commit, the date), and its extra files (strips)
+beside it. A tree with uncommitted changes ships only a preview under runs/experiments/, and
+a JSON holding an absolute path is refused: a result must re-run anywhere."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+from ..atomic import atomic_write_bytes, atomic_write_json
+from .spec import Spec
+
+
+class ShipError(ValueError):
+    pass
+
+
+def git(root: Path, *args: str) -> str:
+    import subprocess
+    try:
+        return subprocess.run(["git", *args], cwd=root, capture_output=True, text=True,
+                              check=True).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return ""
+
+
+def dirty(root: Path) -> bool:
+    """Tracked files differ from the commit (untracked and ignored files do not count)."""
+    return bool(git(root, "status", "--porcelain", "--untracked-files=no"))
+
+
+def relative_paths(data, root: Path, where: str = "$"):
+    """`data` with every absolute path under `root` made relative; any other absolute path
+    raises ShipError naming where it sits."""
+    if isinstance(data, dict):
+        return {k: relative_paths(v, root, f"{where}.{k}") for k, v in data.items()}
+    if isinstance(data, list):
+        return [relative_paths(v, root, f"{where}[{i}]") for i, v in enumerate(data)]
+    if isinstance(data, str) and os.path.isabs(data) and len(data) > 1 and " " not in data:
+        resolved = Path(data).resolve()
+        if resolved == root or root in resolved.parents:
+            return resolved.relative_to(root).as_posix()
+        raise ShipError(f"{where} holds the absolute path {data}: a shipped result names "
+                        f"paths relative to the repository")
+    return data
+
+
+def provenance(spec: Spec, root: Path) -> dict:
+    import datetime
+    rel = spec.path.resolve().relative_to(root).as_posix()
+    return {"spec": rel, "spec_hash": spec.hash, "command": f"python -m worldlab run {rel}",
+            "commit": git(root, "rev-parse", "HEAD") or None,
+            "uncommitted_changes": dirty(root),
+            "measured": datetime.date.today().isoformat()}
+
+
+def ship(spec: Spec, root: Path, source: str, target: str, files: dict[str, str],
+         allow_dirty: bool = False) -> list[Path]:
+    """Write `source` (+ provenance) to `target` and copy `files`; returns what it wrote.
+    With uncommitted changes it refuses, or with `allow_dirty` writes a preview under
+    runs/experiments/<name>/preview/ instead."""
+    root = root.resolve()
+    meta = provenance(spec, root)
+    if meta["uncommitted_changes"] and not allow_dirty:
+        raise ShipError(f"{spec.name}: the tree has uncommitted changes to tracked files; "
+                        f"commit them and run again (a shipped number names a commit that "
+                        f"re-makes it), or --allow-dirty for a preview under runs/")
+    if meta["commit"] is None and not allow_dirty:
+        raise ShipError(f"{spec.name}: {root} is not a git repository: nothing names the "
+                        f"code that made the result")
+    data = json.loads((root / source).read_text())
+    if not isinstance(data, dict):
+        raise ShipError(f"{source}: expected a JSON object, got {type(data).__name__}")
+    data = relative_paths(data, root)
+    for key in meta:
+        data.pop(key, None)  # an earlier provenance, e.g. of a bench output, is replaced
+    out = {**data, **meta}
+    moved = lambda p: (root / "runs" / "experiments" / spec.name / "preview" / Path(p).name  # noqa: E731
+                       if meta["uncommitted_changes"] else root / p)
+    written = [atomic_write_json(moved(target), out)]
+    for src, dst in files.items():
+        atomic_write_bytes(moved(dst), (root / src).read_bytes())
+        written.append(moved(dst))
+    return written
