@@ -19,8 +19,8 @@ def _print_plan(spec, root) -> None:
         print(f"  {stage.name} [{stage.kind}]  {done}/{len(jobs)} done")
         for job in jobs:
             state = "done" if is_done(root, spec, job) else "todo"
-            shown = " ".join(job_argv(job, root)[1:]) if stage.kind != "ship" else \
-                f"ship {job.argv[1]} -> {job.argv[2]}"
+            shown = (" ".join(["python", *job_argv(job, root)[1:]]) if stage.kind != "ship"
+                     else f"ship {job.argv[1]} -> {job.argv[2]}")
             print(f"    {state:4} {job.name}: {shown}")
 
 
