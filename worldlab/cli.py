@@ -27,6 +27,11 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "play": ("worldlab.play.script", "play a world headless from a scripted action file"),
     "bench": ("worldlab.cli", "speed benchmarks: engines, model, play, train, distill, "
                               "profile, inference, memory"),
+    "table": ("worldlab.evaluate.tables", "build a shipped table's JSON from evaluation outputs"),
+    "run": ("worldlab.experiments.cli", "run an experiment spec (experiments/*.yaml) stage by "
+                                        "stage"),
+    "results": ("worldlab.experiments.documents", "render the documents' result tables from "
+                                            "data/results/*.json, or check them"),
 }
 
 # name -> (module, function(**options) -> JSON-able dict); a benchmark takes the options
