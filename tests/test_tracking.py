@@ -90,3 +90,25 @@ def test_missing_tensorboard_is_named(tmp_path, monkeypatch):
 def test_bad_switch_value_is_named():
     with pytest.raises(ValueError, match="tensorboard"):
         make_config("tiny", train={"tensorboard": "yes"})
+
+
+def test_recipes_draw_samples_at_each_checkpoint(tmp_path):
+    """The autoencoder's held-out frames over their reconstructions, and the world's
+    next chunks under the engine's, as the TensorBoard image "samples" at every checkpoint."""
+    from synthetic_episodes import synthetic_store
+    from worldlab.cli import main
+    synthetic_store(tmp_path / "store", episodes=3, size=32,
+                    t=2 * make_config("tiny").model.chunk_frames)
+    common = ["--preset", "tiny", "--data", str(tmp_path / "store"), "--device", "cpu",
+              "--steps", "2"]
+    assert main(["train", "autoencoder", *common, "--out", str(tmp_path / "ae")]) == 0
+    assert main(["train", "world", *common, "--set", "train__checkpoint_every=1", "--no-text",
+                 "--autoencoder", str(tmp_path / "ae" / "model"), "--out",
+                 str(tmp_path / "wm")]) == 0
+    for run, steps in (("ae", [2]), ("wm", [1, 2])):  # the autoencoder saves at its end
+        events = EventAccumulator(str(tmp_path / run / TENSORBOARD_DIR),
+                                  size_guidance={"images": 0})
+        events.Reload()
+        images = events.Images("samples")
+        assert [i.step for i in images] == steps
+        assert images[0].height == 2 * 32 + 1  # the engine's row over the model's

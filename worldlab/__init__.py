@@ -15,7 +15,8 @@ The rooms, in the order data flows (a room imports only rooms before it):
     train        the loop, losses, checkpoints, the recipes
     evaluate     protocols against the engine, baselines, benchmarks, reports
     play         a live session and its shells (widget, scripted play)
-    cli          `python -m worldlab data|train|eval|play|bench`
+    cli          `python -m worldlab data|train|eval|play|bench|table|run|results`
+    experiments  specs of the shipped tables, their runner, the documents' rendered tables
 
 Rooms load on first use, so `import worldlab` stays fast and torch is imported only by the
 parts that need it. `docs/design.md` is the design.
@@ -32,7 +33,8 @@ from .paths import DATA, ROOT, RUNS, VERSION
 __version__ = VERSION
 
 _LAZY = ("atomic", "loading", "metrics", "paths", "viz", "engines", "episodes", "model",
-         "memory", "pretrained", "train", "evaluate", "play", "cli")  # every module and room
+         "memory", "pretrained", "train", "evaluate", "play", "cli",
+         "experiments")  # every module and room
 
 
 def __getattr__(name: str):

@@ -4,7 +4,9 @@ below `HELDOUT_SEED`, evaluation at or above it; validation walks never reported
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import io
 from pathlib import Path
 
 from .spec import Spec, SpecError, Stage
@@ -26,7 +28,6 @@ def check_command(spec: Spec, stage: Stage, argv: tuple[str, ...], root: Path) -
     """The command parses as `python -m worldlab ...` (or names a script that exists), and
     its `--set SECTION__FIELD=VALUE` keys are fields of the config."""
     from ..cli import COMMANDS, build_parser
-    from .plan import capture_parse
     if not argv:
         raise SpecError(f"{_at(spec, stage)}: stage {stage.name!r}: an empty command")
     if argv[0].endswith(".py"):
@@ -107,3 +108,15 @@ def check_seed_roles(spec: Spec) -> None:
             if role in HELD_OUT_ROLES and owner.setdefault(s, role) != role:
                 raise SpecError(f"{line}: seed {s} is in both {owner[s]!r} and {role!r}: the "
                                 f"walks that choose are never the reported ones")
+
+
+def capture_parse(parser, argv) -> str | None:
+    """The parser's complaint about argv, or None when it parses."""
+    err = io.StringIO()
+    with contextlib.redirect_stderr(err), contextlib.redirect_stdout(io.StringIO()):
+        try:
+            parser.parse_args(list(argv))
+        except SystemExit as e:
+            if e.code:
+                return err.getvalue().strip().splitlines()[-1] if err.getvalue() else "refused"
+    return None

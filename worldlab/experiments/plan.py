@@ -10,8 +10,6 @@ wrong range, inputs that nothing makes. Every error names the spec's file and li
 
 from __future__ import annotations
 
-import contextlib
-import io
 import re
 import shlex
 from dataclasses import dataclass
@@ -155,15 +153,3 @@ def _made_by(path: str, made: list[str]) -> bool:
     """An earlier output is this path, holds it, or lies inside it."""
     p = Path(path)
     return any(p == Path(o) or Path(o) in p.parents or p in Path(o).parents for o in made)
-
-
-def capture_parse(parser, argv) -> str | None:
-    """The parser's complaint about argv, or None when it parses."""
-    err = io.StringIO()
-    with contextlib.redirect_stderr(err), contextlib.redirect_stdout(io.StringIO()):
-        try:
-            parser.parse_args(list(argv))
-        except SystemExit as e:
-            if e.code:
-                return err.getvalue().strip().splitlines()[-1] if err.getvalue() else "refused"
-    return None

@@ -76,7 +76,7 @@ def ship(spec: Spec, root: Path, source: str, target: str, files: dict[str, str]
     data = relative_paths(data, root)
     for key in meta:
         data.pop(key, None)  # an earlier provenance, e.g. of a bench output, is replaced
-    out = {**data, **meta}
+    out = {**({"title": spec.title} if spec.title else {}), **data, **meta}
     moved = lambda p: (root / "runs" / "experiments" / spec.name / "preview" / Path(p).name  # noqa: E731
                        if meta["uncommitted_changes"] else root / p)
     written = [atomic_write_json(moved(target), out)]

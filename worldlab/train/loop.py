@@ -177,15 +177,16 @@ def _restore(out_dir, resume: bool, model, optimizer, ema) -> int:
 
 def fit(model, dataset, cfg: TrainConfig, loss_fn: Callable, callbacks: Iterable[Callable] = (),
         out_dir=None, resume: bool = False, accelerator=None, collate_fn=None,
-        num_workers: int = 0) -> dict[str, Any]:
+        num_workers: int = 0, samples: Callable | None = None) -> dict[str, Any]:
     """Train `model` on `dataset` for cfg.steps steps; returns the last step's state.
 
     Every step calls each callback (on the main process) with dict(step, loss, lr, grad_norm,
     data_s, + the loss_fn's logs). With `out_dir`, checkpoints go to out_dir/checkpoints
     every `checkpoint_every` steps and at the end, the final weights to out_dir/model and
     out_dir/ema, and the accelerator's trackers (out_dir/tensorboard by default) get the
-    same scalars. `resume=True` continues from the newest checkpoint there (from scratch if
-    there is none). The returned state also holds `model` and `ema` (None if ema_decay = 0),
+    same scalars, and `samples(weights) -> uint8 (h, w, 3)` (see `train.samples`) drawn at
+    every checkpoint as the image "samples". `resume=True` continues from the newest
+    checkpoint there (from scratch if there is none). The returned state also holds `model` and `ema` (None if ema_decay = 0),
     unsharded (under FSDP: copies holding the gathered weights).
     """
     _check_train_config(cfg)
@@ -207,6 +208,8 @@ def fit(model, dataset, cfg: TrainConfig, loss_fn: Callable, callbacks: Iterable
             done = step + 1
             if out_dir is not None and (done % cfg.checkpoint_every == 0 or done == cfg.steps):
                 _save(acc, out_dir, done, run, cfg)
+                if tracked and samples is not None:
+                    _log_samples(acc, run, samples, done)
             if tracked:  # before the callbacks: a step a callback stops at is logged too
                 acc.log(_scalars(state), step=done)
             if acc.is_main_process:
@@ -247,6 +250,23 @@ def _end_tracking(acc) -> None:
     for tracker in acc.trackers:
         tracker.finish()
     acc.trackers.clear()  # the accelerator may serve another fit
+
+
+def _log_samples(acc, run, samples: Callable, step: int) -> None:
+    """The image `samples` draws from the weights (the EMA's when kept), logged at `step`;
+    the trained model is put back in train mode. Not under FSDP (the weights are shards)."""
+    if run.sharded or not acc.is_main_process:
+        return
+    weights = run.ema if run.ema is not None else run.model
+    was = weights.training
+    weights.eval()
+    try:
+        image = samples(weights)  # (h, w, 3) uint8
+    finally:
+        weights.train(was)
+    for tracker in acc.trackers:
+        if tracker.name == "tensorboard":
+            tracker.log_images({"samples": image[None]}, step=step, dataformats="NHWC")
 
 
 def _scalars(state: dict[str, Any]) -> dict[str, float]:

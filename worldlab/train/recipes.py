@@ -36,10 +36,12 @@ from .hardware import (check_memory, clip_tensor_bytes, latent_geometry, this_ma
                        train_memory)
 from .losses import autoencoder_gan_loss, autoencoder_loss, world_model_loss
 from .loop import fit, make_accelerator, steps_for_budget
+from .samples import next_chunks, reconstructions
 from .sharding import uses_fsdp
 
 LATENT_SCALE_FRAMES, HELD_OUT_FRAMES = 2048, 1024  # frames measured after training
 LATENT_SCALE_FIELDS = ("scaling_factor", "shift_factor")  # config fields measured, not chosen
+SAMPLE_FRAMES, SAMPLE_CLIPS = 8, 2  # what a run draws in TensorBoard at each checkpoint
 
 
 def _n_params(model) -> int:
@@ -192,13 +194,15 @@ def autoencoder(store, cfg: AutoencoderConfig, out=None, *, holdout: float = 0.1
         critic_size = _n_params(trainee) - _n_params(ae)  # 0 without the GAN
         on_start({"parameters": _n_params(ae), "critic_parameters": critic_size,
                   "frames": len(rgb), "episodes": len(train_ids), "steps": tc.steps})
+    held_rgb, held_depth = load_frames(store, held_ids, cfg.depth_channel)
+    shown = SAMPLE_FRAMES  # TensorBoard's samples: held-out frames over their reconstructions
     state = fit(trainee, data, tc, loss_fn, callbacks=callbacks, out_dir=out, resume=resume,
-                accelerator=acc)
+                accelerator=acc, samples=reconstructions(frames_to_tensor(
+                    held_rgb[:shown], None if held_depth is None else held_depth[:shown])))
     ae.eval()
     n = LATENT_SCALE_FRAMES
     if cfg.train_encoder:  # else the latents are the init's, and so is their scale
         fit_latent_scale(ae, frames_to_tensor(rgb[:n], None if depth is None else depth[:n]))
-    held_rgb, held_depth = load_frames(store, held_ids, cfg.depth_channel)
     n = HELD_OUT_FRAMES
     scores = evaluate_autoencoder(ae, frames_to_tensor(
         held_rgb[:n], None if held_depth is None else held_depth[:n]))
@@ -307,10 +311,21 @@ def world(store, cfg: WorldConfig, out=None, *, autoencoder=None, latents=None,
         on_start({"parameters": _n_params(model), "clips": len(clips), "steps": cfg.train.steps,
                   "encoded": encoded, "latents": str(cache.root)})
     state = fit(model, clips, cfg.train, loss_fn, callbacks=callbacks, out_dir=out,
-                resume=resume, accelerator=acc)
+                resume=resume, accelerator=acc,
+                samples=_world_samples(clips, autoencoder, cfg.sample.steps))
     if table is not None and out is not None:
         table.save(Path(out) / CAPTIONS_FILE)
     return WorldRun(state["model"], state["ema"], cfg, table, cache, clips, state)
+
+
+def _world_samples(clips, autoencoder, steps: int) -> Callable | None:
+    """TensorBoard's samples of a world run: the first clips' last chunks, engine over world,
+    decoded; none without an autoencoder to decode them (latents read from a cache)."""
+    if autoencoder is None or not len(clips):
+        return None
+    ae = autoencoder if isinstance(autoencoder, VideoAutoencoder) else \
+        load_module(VideoAutoencoder, autoencoder)
+    return next_chunks(clips.gather(list(range(min(SAMPLE_CLIPS, len(clips))))), ae, steps)
 
 
 def _fits(cfg: WorldConfig, store: EpisodeStore, ids: list[str], cache: LatentCache,
