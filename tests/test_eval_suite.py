@@ -19,7 +19,7 @@ from worldlab.evaluate.camera_follow import camera_scores
 from worldlab.evaluate.events import event_scores
 from worldlab.evaluate.full import SuiteSizes, full_suite, suite_sizes
 from worldlab.evaluate.full_report import headline_rows, save_strip, write_html
-from worldlab.evaluate.intervals import bootstrap
+from worldlab.evaluate.stats import bootstrap
 from worldlab.evaluate.predictors import RepeatPredictor, as_predictor
 from worldlab.model.probes import MOTION_FIELDS, FrameProbe
 from worldlab.train.probes import (LabelledWalks, Probes, kind_labels, load_probes,

@@ -116,12 +116,17 @@ def test_cli_fine_tunes_a_method_then_scores_worlds_on_the_same_walks(tmp_path):
 
 
 def test_seeds_pool_per_method():
-    from worldlab.evaluate.long import SEED_KEYS, combine_seeds
+    from worldlab.evaluate.long import SEED_KEYS, pool_methods
 
     def scores(v):
-        return {k: v for k in SEED_KEYS}
-    pooled = combine_seeds({"a": scores(1.0), "a_seed1": scores(2.0), "a_seed2": scores(6.0),
-                            "b": scores(5.0)})
+        return {**{k: v for k in SEED_KEYS}, "psnr_late_per_walk": [v - 1, v + 1]}
+    pooled = pool_methods({"a": scores(1.0), "a_seed1": scores(2.0), "a_seed2": scores(6.0),
+                           "b": scores(5.0)})
     assert list(pooled) == ["a"] and pooled["a"]["seeds"] == 3  # b has one seed
-    assert pooled["a"]["psnr_late"] == {"mean": 3.0, "std": pytest.approx(2.6458, abs=1e-4),
-                                        "min": 1.0, "max": 6.0}
+    late = pooled["a"]["psnr_late"]
+    assert {k: late[k] for k in ("mean", "std", "min", "max", "per_seed")} == {
+        "mean": 3.0, "std": pytest.approx(2.6458, abs=1e-4), "min": 1.0, "max": 6.0,
+        "per_seed": [1.0, 2.0, 6.0]}
+    # over walks: the seed-averaged walks are 2 and 4, so the interval spans them
+    assert (late["walks"]["mean"], late["walks"]["lo"], late["walks"]["hi"]) == (3.0, 2.0, 4.0)
+    assert "walks" not in pooled["a"]["psnr_early"]  # no per-walk values of it

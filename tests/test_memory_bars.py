@@ -1,4 +1,4 @@
-"""The memory issue's bars, in one place for scripts/ship_memory.py and notebook 04."""
+"""The memory issue's bars, in one place for `table memory` and notebook 04."""
 
 from __future__ import annotations
 

@@ -439,16 +439,10 @@ def test_decoder_only_fine_tuning_keeps_the_latents(tmp_path):
 
 
 def test_seed_rows_are_summarised_against_the_bars():
-    """scripts/compare_worlds.py: rows BASE_seedN beside BASE (its seed 0) pooled by
-    `combine_seeds` (mean, sample standard deviation, min, max), with the bar check of the
-    mean and of each seed; a row without other seeds is left alone."""
-    import importlib.util
-    from pathlib import Path
-
-    path = Path(__file__).resolve().parents[1] / "scripts" / "compare_worlds.py"
-    spec = importlib.util.spec_from_file_location("compare_worlds", path)
-    cw = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(cw)
+    """`table worlds --autoencoders`: rows BASE_seedN beside BASE (its seed 0) pooled by
+    `stats.combine_seeds` (mean, sample standard deviation, min, max), with the bar check of
+    the mean and of each seed; a row without other seeds is left alone."""
+    from worldlab.evaluate import compare_worlds as cw
 
     def row(psnr, sharp):
         scores = {"psnr": psnr, "ssim": 0.8, "sharpness_ratio": sharp, "colour_distance": 0.05}

@@ -27,7 +27,7 @@ import numpy as np
 
 from ..model.probes import MOTION_FIELDS
 from ..train.probes import MAX_PAIR_YAW, relative_motion
-from .intervals import bootstrap
+from .stats import bootstrap
 
 
 def _pairs_error(probe, frames: np.ndarray, c2w: np.ndarray, first: int) -> np.ndarray:

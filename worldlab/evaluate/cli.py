@@ -31,7 +31,7 @@ from ..loading import load_module
 from ..model.autoencoder import VideoAutoencoder
 from ..pretrained import DEFAULT_WORLD, load_world, named_world, resolve_checkpoint
 from . import registry
-from .long import combine_seeds, long_horizon
+from .long import long_horizon, pool_methods
 from .protocols import (HELDOUT_SEED, QUICK_STEPS, autoencoder_scores, heldout_episodes,
                         quick_suite)
 from .report import print_long, print_quick, print_revisit, print_table
@@ -101,7 +101,7 @@ def _long(args) -> tuple[dict, list, str, str]:
             "checkpoint": str(path), "sampling_steps": world.config.sample.steps,
             "sample_context_noise": world.config.sample.context_noise,
             "training": {k: getattr(tc, k) for k in ANTI_DRIFT_FIELDS}, **scores}
-    result["seeds"] = combine_seeds(result["methods"])
+    result["seeds"] = pool_methods(result["methods"])
     print_long(result["methods"], result["seeds"])
     return result, episodes, engine, _source(args)
 

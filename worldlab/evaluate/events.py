@@ -25,7 +25,7 @@ import numpy as np
 from ..engines import engine_class
 from ..engines.policies import event_prompt
 from ..train.probes import Probes, record_labelled
-from .intervals import bootstrap
+from .stats import bootstrap
 from .predictors import as_predictor
 from .protocols import HELDOUT_SEED
 

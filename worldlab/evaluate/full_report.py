@@ -5,7 +5,7 @@ with plotly figures that opens in a browser without a kernel or a network).
     print_full(result)
     write_html(results, strips, "runs/eval/full.html")
 
-An interval is the `intervals.bootstrap` dict {"mean", "lo", "hi", "n"}; columns are the
+An interval is the `stats.bootstrap` dict {"mean", "lo", "hi", "n"}; columns are the
 models ("world", "peer", "repeat") and "engine" where the engine's own frames have a score
 (the probes read them too). The rows and figures are each protocol's own
 (`registry.PROTOCOLS`, those the result holds); the page adds, per world, the probes'

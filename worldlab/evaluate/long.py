@@ -31,6 +31,7 @@ from ..model.sampler import chunk_conditions
 from ..pretrained import World
 from .generation import episode_conditions
 from .memory_rollout import engine_depth, memory_stream
+from .stats import combine_seeds
 
 EARLY = (32, 64)  # frames 33-64, 1-based, as the quick suite's horizon ends
 LATE_FRAMES = 100  # the last 100 frames of a walk
@@ -156,26 +157,11 @@ def long_horizon(world: World, episodes, seed: int = 0, progress=None) -> dict:
             "psnr_late_per_walk": [float(s["psnr_open_loop"][late].mean()) for s in scores]}
 
 
-SEED_SUFFIX = "_seed"  # a method trained with another seed: "<method>_seed<k>"
 SEED_KEYS = ("psnr_late", "psnr_drift_free_late", "sharpness_ratio_vs_drift_free_late",
              "sharpness_ratio_vs_ae_late", "motion_ratio_vs_ae_late", "psnr_early")
 
 
-def combine_seeds(methods: dict, keys: tuple[str, ...] = SEED_KEYS) -> dict:
-    """Methods scored under several training seeds ("x", "x_seed1", ...) pooled per method:
-    {method: {key: {"mean", "std", "min", "max"}, "seeds": n}} for `keys` (default the long
-    suite's SEED_KEYS), only for methods with at least two seeds. std is the sample
-    standard deviation over seeds (ddof 1); min and max bound what the seeds gave."""
-    groups: dict[str, list[dict]] = {}
-    for name, scores in methods.items():
-        groups.setdefault(name.split(SEED_SUFFIX)[0], []).append(scores)
-    out = {}
-    for method, runs in groups.items():
-        if len(runs) < 2:
-            continue
-        out[method] = {"seeds": len(runs)}
-        for key in keys:
-            v = np.array([r[key] for r in runs], np.float64)
-            out[method][key] = {"mean": float(v.mean()), "std": float(v.std(ddof=1)),
-                                "min": float(v.min()), "max": float(v.max())}
-    return out
+def pool_methods(methods: dict) -> dict:
+    """Methods trained at several seeds ("x", "x_seed1", ...) pooled over seeds
+    (`stats.combine_seeds` of SEED_KEYS), the late PSNR also over walks."""
+    return combine_seeds(methods, SEED_KEYS, per_walk=lambda r, key: r.get(f"{key}_per_walk"))

@@ -1,5 +1,5 @@
 """The memory issue's bars: what the memory ablation (`data/results/memory.json`, written
-by `scripts/ship_memory.py`) must show, in one place for the script and notebook 04.
+by `python -m worldlab table memory`) must show, in one place for it and notebook 04.
 
 The best variant must beat `none` on the return frames by 2 dB while losing at most 0.3 dB
 over all frames; compressed tokens must read at least 8 times fewer tokens than raw
@@ -38,7 +38,7 @@ class Bar:
         return bool(_OPS[self.op](x, self.value))
 
 
-MEMORY_BARS = {  # keys of memory.json's "bars" (`ship_memory.bars`)
+MEMORY_BARS = {  # keys of memory.json's "bars" (`memory_table.bars`)
     "best_minus_none_return_db": Bar("return PSNR: best - none (dB)", ">=", 2.0),
     "best_minus_none_all_frames_db": Bar("all-frames PSNR: best - none (dB)", ">=", -0.3),
     "tokens_fewer_than_retrieval_x": Bar("tokens per frame: retrieval / tokens", ">=", 8.0),

@@ -88,7 +88,7 @@ LONG_COLUMNS = {"psnr": "psnr", "drift-free": "psnr_drift_free", "repeat": "psnr
 
 def print_long(methods: dict, seeds: dict | None = None) -> None:
     """The long-horizon table: one row per method and window (early, late); then, for
-    methods trained with several seeds (`long.combine_seeds`), mean +- std over seeds."""
+    methods trained with several seeds (`stats.combine_seeds`), mean +- std over seeds."""
     rows = [{"method": name, "window": "-".join(map(str, r[f"window_{w}"])),
              **{col: r[f"{key}_{w}"] for col, key in LONG_COLUMNS.items()}}
             for name, r in methods.items() for w in ("early", "late")]

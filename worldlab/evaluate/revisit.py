@@ -49,8 +49,8 @@ from ..memory.cache3d import backward_warp
 from ..metrics import frame_psnr, frame_ssim
 from ..pretrained import World
 from .baselines import repeat_baseline
-from .long import combine_seeds
 from .memory_rollout import open_loop, stream_costs
+from .stats import bootstrap_interval, combine_seeds
 
 MIN_GAP, MIN_OVERLAP = 24, 0.5
 POLICIES = ("leave_and_return", "asymmetric_return")  # episode k plays POLICIES[k % 2]
@@ -205,17 +205,12 @@ def reference_scores(world: World, episode, pairs, f: int, T: int) -> dict:
 # ----------------------------------------------------------------------------------------
 
 
-def bootstrap_interval(sums, counts, resamples: int = RESAMPLES, seed: int = 0) -> list:
-    """95% percentile interval [lo, hi] of a pooled mean sum(sums) / sum(counts) over
-    episodes (per-episode sums and counts (e,)), the episodes resampled with replacement
-    `resamples` times (seeded numpy)."""
-    sums, counts = np.asarray(sums, np.float64), np.asarray(counts, np.float64)
-    if len(sums) == 0 or len(sums) != len(counts) or counts.sum() <= 0:
-        raise ValueError(f"bootstrap_interval needs per-episode sums and counts of one "
-                         f"length with frames, got {len(sums)} sums, counts {counts.tolist()}")
-    idx = np.random.default_rng(seed).integers(len(sums), size=(resamples, len(sums)))
-    stats = sums[idx].sum(axis=1) / counts[idx].sum(axis=1)  # (resamples,)
-    return [float(v) for v in np.percentile(stats, [2.5, 97.5])]
+def pool_variants(variants: dict) -> dict:
+    """Variants trained at several seeds ("x", "x_seed1", ...) pooled over seeds
+    (`stats.combine_seeds` of SEED_KEYS), each key also over walks (its per-episode
+    means)."""
+    return combine_seeds(variants, SEED_KEYS,
+                         per_walk=lambda r, key: r.get("per_episode", {}).get(key))
 
 
 def _num(x) -> float | None:
@@ -237,9 +232,10 @@ def summarise(scored: list[dict], seed: int = 0) -> dict:
     out["all_frames_psnr"] = _num(np.concatenate(parts).mean()) if parts else None
     per["all_frames_psnr"] = [_num(p.mean()) for p in parts] if parts else None
     out["return_psnr_ci"] = bootstrap_interval([s["return_psnr"].sum() for s in scored],
-                                               per["return_frames"], seed=seed)
+                                               per["return_frames"], RESAMPLES, seed=seed)
     out["all_frames_psnr_ci"] = bootstrap_interval(
-        [p.sum() for p in parts], [len(p) for p in parts], seed=seed) if parts else None
+        [p.sum() for p in parts], [len(p) for p in parts], RESAMPLES, seed=seed) \
+        if parts else None
     return {**out, "per_episode": per}
 
 
@@ -409,7 +405,7 @@ def revisit(worlds: dict[str, World], episodes, seed: int = 0, steps: int | None
         else:
             v["references"] = refs  # its own autoencoder: not the first world's
     result.update(curves=curves(streams, max(T)), cost_baseline=next(iter(worlds)),
-                  seeds=combine_seeds(result["variants"], keys=SEED_KEYS),
+                  seeds=pool_variants(result["variants"]),
                   return_frames=sum(len(p) for p in pairs), min_gap=min_gap,
                   min_overlap=min_overlap, chunk_frames=f)
     return result

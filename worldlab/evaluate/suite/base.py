@@ -16,7 +16,7 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass
 
 from ...pretrained import World
-from ..intervals import fmt
+from ..stats import fmt
 from ..protocols import HELDOUT_SEED
 
 Row = tuple[str, str, dict]  # (section, metric, {column: value, interval or text})

@@ -12,7 +12,7 @@ from __future__ import annotations
 from ...model.probes import MOTION_FIELDS
 from ...train.probes import motion_usable
 from ..camera_follow import camera_scores
-from ..intervals import bootstrap
+from ..stats import bootstrap
 from ..predictors import RepeatPredictor
 from ..protocols import drift_scores, next_chunk, open_loop
 from .base import Protocol, Row, SuiteRun, cell

@@ -6,7 +6,7 @@ Section: long (`long.long_horizon`'s result + psnr_late interval, models, note).
 
 from __future__ import annotations
 
-from ..intervals import bootstrap
+from ..stats import bootstrap
 from ..long import long_horizon
 from ..protocols import heldout_episodes
 from .base import Protocol, Row, SuiteRun

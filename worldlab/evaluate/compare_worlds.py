@@ -1,10 +1,11 @@
-"""Old world against new, on the engine's ground truth: data/results/worlds.json and a strip.
+"""`table worlds`: old world against new, on the engine's ground truth (data/results/worlds.json
+and a strip beside it); with --autoencoders, the autoencoder protocol alone.
 
-    .venv/bin/python scripts/compare_worlds.py                     # the shipped pair
-    .venv/bin/python scripts/compare_worlds.py --new runs/w2/package --parts world
-    .venv/bin/python scripts/compare_worlds.py --autoencoders a=runs/a/model,b=runs/b/model \
-        --out data/results/autoencoders.json           # the autoencoder protocol alone
-        [--ae-strip data/results/a_b.png]               # and a PNG of their reconstructions
+    python -m worldlab table worlds                                  # the shipped pair
+    python -m worldlab table worlds --new runs/w2/package --parts world
+    python -m worldlab table worlds --autoencoders a=runs/a/model,b=runs/b/model \
+        --out runs/tables/autoencoders.json      # the autoencoder protocol alone
+        [--ae-strip a_b.png]                      # and a PNG of their reconstructions
     (an autoencoder `resample:F` is `Resampling(F)`: averaging F x F pixels, then bicubic;
     rows named BASE_seedN beside a row BASE, its seed 0, are also summarised over seeds)
 
@@ -16,35 +17,34 @@ For each world (`--old`, `--new`) it measures, on held-out seeds (HELDOUT_SEED a
 - world: the quick suite on 8 episodes from random starts over MAP01 (next chunk beside
   repeat-last, warp-last and the autoencoder, the 32-frame rollout against repeat-last per
   step, mirrored controls) and the mean of a
-  128-frame open-loop rollout against repeat-last's.
+  128-frame open loop rollout against repeat-last's.
 Monsters are on with the player invulnerable, as in the new training data. Each part is
 cached as JSON under --cache, so a rerun only measures what is missing. The strip (engine |
 old | new [| --strip-also worlds] at steps 8, 32, 64 of one held-out random-start walk) is
-written as a PNG.
+written as a PNG beside the table's JSON.
 """
 
 from __future__ import annotations
 
-import argparse
 import json
-import subprocess
-import sys
-from datetime import date
 from pathlib import Path
 
 import numpy as np
 import torch
 
-import worldlab as wl
-from worldlab.atomic import atomic_write, atomic_write_json
-from worldlab.evaluate import (autoencoder_scores, heldout_episodes, quick_suite,
-                               reconstruction_strip, rollout_strip)
-from worldlab.evaluate.long import SEED_SUFFIX, combine_seeds
-from worldlab.loading import load_module, read_model_config
-from worldlab.model.autoencoder import Resampling, VideoAutoencoder
-from worldlab.viz import to_png_bytes
+from ..atomic import atomic_write, atomic_write_json
+from ..engines import make_engine
+from ..episodes import EpisodeStore, level_coverage
+from ..loading import load_module, read_model_config
+from ..model.autoencoder import Resampling, VideoAutoencoder
+from ..paths import ROOT
+from ..pretrained import load_world
+from ..viz import to_png_bytes
+from .protocols import HELDOUT_SEED, autoencoder_scores, heldout_episodes, quick_suite
+from .stats import combine_seeds, seed_groups
+from .strip import reconstruction_strip, rollout_strip
+from .table_io import beside, relative, write_table
 
-ROOT = Path(__file__).resolve().parents[1]
 TRAIN_MAPS, HELDOUT_MAP = ("MAP01", "MAP02", "MAP03"), ("MAP04",)
 OPTS = {"monsters": "invulnerable"}
 # every trivial baseline sits beside the world: repeat-last, warp-last (the last frame moved
@@ -99,21 +99,21 @@ def strip_frames() -> np.ndarray:
     """uint8 (4, 64, 64, 3): the autoencoder strip's columns (STRIP_FRAMES of one held-out
     walk over the training maps, then of one on the held-out map)."""
     walks = [heldout_episodes("doom", 1, 48, 64, start="random", maps=maps,
-                              seed=wl.evaluate.HELDOUT_SEED + 100, **OPTS)[0]
+                              seed=HELDOUT_SEED + 100, **OPTS)[0]
              for maps in (TRAIN_MAPS, HELDOUT_MAP)]
     return np.concatenate([ep.rgb[list(STRIP_FRAMES)] for ep in walks])
 
 
 def coverage_of(store_dir: str) -> dict:
-    store = wl.episodes.EpisodeStore(store_dir)
-    doom = wl.engines.make_engine("doom", size=64)
+    store = EpisodeStore(store_dir)
+    doom = make_engine("doom", size=64)
     try:
-        report = wl.episodes.level_coverage(store, doom)["MAP01"]
+        report = level_coverage(store, doom)["MAP01"]
     finally:
         doom.close()
     on_map01 = sum(e.get("map", "MAP01") == "MAP01" for e in store.index.values())
     return {"share_of_reachable_area": round(report["share_of_reachable_area"], 4),
-            "store": store_dir, "episodes_on_MAP01": on_map01}
+            "store": relative(store_dir), "episodes_on_MAP01": on_map01}
 
 
 def autoencoder_part(ae, size: int = 64) -> dict:
@@ -144,127 +144,93 @@ def world_part(world) -> dict:
 
 def seed_summary(rows: dict) -> dict:
     """Rows trained again at other seeds (BASE, BASE_seed1, ...) pooled by
-    `long.combine_seeds` on the training maps and on the held-out map, with AE_BARS checked
-    for the mean and for each seed."""
+    `stats.combine_seeds` on the training maps and on the held-out map, with AE_BARS
+    checked for the mean and for each seed."""
     train = combine_seeds(rows, AE_KEYS)
     held = combine_seeds({n: r["heldout_map"] for n, r in rows.items()}, AE_KEYS)
+    groups = seed_groups(rows)
 
     def clears(scores) -> bool:
         return all(scores[k] >= bar for k, bar in AE_BARS.items())
 
     return {base: {**stats, "heldout_map": held[base],
                    "mean_clears_bars": clears({k: stats[k]["mean"] for k in AE_BARS}),
-                   "seeds_clearing_bars": sum(clears(r) for n, r in rows.items()
-                                              if n.split(SEED_SUFFIX)[0] == base)}
+                   "seeds_clearing_bars": sum(clears(rows[n]) for n in groups[base])}
             for base, stats in train.items()}
 
 
-def compare_autoencoders(spec: str, cache: Path, out: Path, argv, strip: str | None = None,
+def compare_autoencoders(spec: str, cache: Path, out: Path, strip: str | None = None,
                          strip_rows: str | None = None) -> int:
     """`--autoencoders name=DIR,...`: the autoencoder protocol above on each, one table; with
-    `strip`, a PNG of what the `strip_rows` (names, default all) keep of the same frames."""
+    `strip` (a file name beside `out`), a PNG of what the `strip_rows` (names, default all)
+    keep of the same frames."""
     paths = dict(part.partition("=")[::2] for part in spec.split(","))
     names = strip_rows.split(",") if strip_rows else list(paths)
     if unknown := [n for n in names if n not in paths]:
-        raise SystemExit(f"--ae-strip-rows names {unknown}, not in --autoencoders {list(paths)}")
+        raise ValueError(f"--ae-strip-rows names {unknown}, not in --autoencoders {list(paths)}")
     rows = {}
     for name, path in paths.items():
         downsample = resample_factor(path) or 2 ** (
             len(read_model_config(ROOT / path)["block_out_channels"]) - 1)
-        rows[name] = {"autoencoder": path, "downsample": downsample,
+        rows[name] = {"autoencoder": relative(path), "downsample": downsample,
                       **autoencoder_row(cache, path)}
         print(name, json.dumps(rows[name]))
-    table = {"command": "python " + " ".join(["scripts/compare_worlds.py", *argv]),
-             "commit": _commit(), "measured": str(date.today()), "rows": rows}
+    table = {"rows": rows}
     if seeds := seed_summary(rows):
         table["seeds"] = {"bars": AE_BARS, **seeds}
         print("seeds", json.dumps(seeds))
     if strip:
         png = to_png_bytes(reconstruction_strip(
             {n: load_autoencoder(paths[n]) for n in names}, strip_frames(), scale=3))
-        atomic_write(Path(strip), lambda fh: fh.write(png))
-        table["strip"] = {"file": strip, "rows": ["engine", *names], "columns": (
-            f"frames {STRIP_FRAMES} of held-out walks from random starts over "
-            f"{'-'.join(TRAIN_MAPS)}, then on {HELDOUT_MAP[0]}; 3x magnified")}
-    atomic_write_json(out, table)
-    print(f"wrote {out}")
+        atomic_write(beside(out, strip), lambda fh: fh.write(png))
+        table["strip"] = {"file": relative(beside(out, strip)), "rows": ["engine", *names],
+                          "columns": (f"frames {STRIP_FRAMES} of held-out walks from random "
+                                      f"starts over {'-'.join(TRAIN_MAPS)}, then on "
+                                      f"{HELDOUT_MAP[0]}; 3x magnified")}
+    write_table(out, table)
     return 0
 
 
-def _commit() -> str:
-    return subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True,
-                          text=True, cwd=ROOT).stdout.strip()
+def _world_row(name: str, path: str, world, data: str, parts: set, cache: Path) -> dict:
+    """The parts of one world (`path`, trained on the store `data`) that `parts` names."""
+    row = {"checkpoint": relative(path)}
+    if "coverage" in parts:
+        row["coverage"] = cached(slot(cache, "coverage", data), lambda: coverage_of(data))
+    if "autoencoder" in parts:
+        row["autoencoder"] = autoencoder_row(cache, Path(path) / "autoencoder")
+    if "world" in parts:
+        row["world"] = cached(slot(cache, "world", path), lambda: world_part(world))
+    print(name, json.dumps({k: v for k, v in row.items() if k != "world"}, indent=1))
+    return row
 
 
-def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--old", default="data/checkpoints/doom64_v1")
-    ap.add_argument("--new", default="data/checkpoints/doom64_teacher")
-    ap.add_argument("--old-data", default="runs/w2/old_data")
-    ap.add_argument("--new-data", default="runs/w2/data900")
-    ap.add_argument("--parts", default="coverage,autoencoder,world,strip")
-    ap.add_argument("--which", default="old,new", help="measure these worlds only (the "
-                    "table and the strip are written when both are measured)")
-    ap.add_argument("--cache", default="runs/compare")
-    ap.add_argument("--threads", type=int, default=2)
-    ap.add_argument("--out", default="data/results/worlds.json")
-    ap.add_argument("--what", default="the wave-1 world (trained on walks from MAP01's player "
-                    "start) against the world retrained on random starts over MAP01-03",
-                    help="what --old and --new are, for the table's JSON")
-    ap.add_argument("--strip", default="data/results/worlds_strip.png")
-    ap.add_argument("--strip-also", default=None, metavar="NAME=DIR,...",
-                    help="more worlds as rows of the strip (not scored)")
-    ap.add_argument("--autoencoders", default=None, metavar="NAME=DIR,...",
-                    help="instead: score these autoencoders alone, table to --out")
-    ap.add_argument("--ae-strip", default=None, metavar="PNG",
-                    help="with --autoencoders: their reconstructions of the same frames")
-    ap.add_argument("--ae-strip-rows", default=None, metavar="NAME,...",
-                    help="the --autoencoders rows of that strip (default: all)")
-    args = ap.parse_args(argv)
+def cli(args) -> int:
+    """`table worlds`: the table of --old against --new (or of --autoencoders) to --out."""
     torch.set_num_threads(args.threads)
-    argv = sys.argv[1:] if argv is None else argv
+    cache, out = Path(args.cache), Path(args.out)
     if args.autoencoders:
-        return compare_autoencoders(args.autoencoders, Path(args.cache), Path(args.out), argv,
-                                    args.ae_strip, args.ae_strip_rows)
-    parts = set(args.parts.split(","))
-    which = args.which.split(",")
-    worlds = {name: wl.pretrained.load_world(ROOT / getattr(args, name), device="cpu")
+        return compare_autoencoders(args.autoencoders, cache, out, args.ae_strip,
+                                    args.ae_strip_rows)
+    parts, which = set(args.parts.split(",")), args.which.split(",")
+    worlds = {name: load_world(ROOT / getattr(args, name), device="cpu")
               for name in ("old", "new") if name in which}
     data = {"old": args.old_data, "new": args.new_data}
-    scores = {}
-    for name, world in worlds.items():
-        cache, path = Path(args.cache), getattr(args, name)
-        row = {"checkpoint": path}
-        if "coverage" in parts:
-            row["coverage"] = cached(slot(cache, "coverage", data[name]),
-                                     lambda: coverage_of(data[name]))
-        if "autoencoder" in parts:
-            row["autoencoder"] = autoencoder_row(cache, Path(path) / "autoencoder")
-        if "world" in parts:
-            row["world"] = cached(slot(cache, "world", path), lambda: world_part(world))
-        scores[name] = row
-        print(name, json.dumps({k: v for k, v in row.items() if k != "world"}, indent=1))
+    scores = {name: _world_row(name, getattr(args, name), world, data[name], parts, cache)
+              for name, world in worlds.items()}
     if len(worlds) < 2:
         return 0
     extra = dict(part.partition("=")[::2] for part in (args.strip_also or "").split(",") if part)
+    strip = beside(out, args.strip or f"{out.stem}_strip.png")
     if "strip" in parts:
         ep = heldout_episodes("doom", 1, 4 + 64, 64, start="random", maps=("MAP01",),
-                              seed=wl.evaluate.HELDOUT_SEED + 100, **OPTS)[0]
-        rows = {**worlds, **{n: wl.pretrained.load_world(ROOT / d, device="cpu")
-                             for n, d in extra.items()}}
+                              seed=HELDOUT_SEED + 100, **OPTS)[0]
+        rows = {**worlds, **{n: load_world(ROOT / d, device="cpu") for n, d in extra.items()}}
         png = to_png_bytes(rollout_strip(rows, ep, at=(8, 32, 64)))
-        atomic_write(Path(args.strip), lambda fh: fh.write(png))
-    atomic_write_json(Path(args.out), {
+        atomic_write(strip, lambda fh: fh.write(png))
+    write_table(out, {
         "what": f"{args.what}, scored against the engine on held-out seeds (see "
-                "scripts/compare_worlds.py for the protocol)",
-        "command": "python " + " ".join(["scripts/compare_worlds.py", *argv]),
-        "commit": _commit(), "measured": str(date.today()),
-        "strip": {"file": args.strip, "rows": ["engine", "old", "new", *extra],
+                "worldlab/evaluate/compare_worlds.py for the protocol)",
+        "strip": {"file": relative(strip), "rows": ["engine", "old", "new", *extra],
                   "columns": "steps 8, 32, 64 after the first (true) chunk"},
         **scores})
-    print(f"wrote {args.out}")
     return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

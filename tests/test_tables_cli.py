@@ -1,0 +1,187 @@
+"""`python -m worldlab table ...`: each sub-command's arguments, and the tables built end to end
+from evaluation outputs in the shape the eval suite writes (the shipped tables' own inputs,
+split back into the files the suite wrote), without provenance and without absolute paths."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from worldlab.cli import build_parser, main, run
+from worldlab.evaluate.table_io import TABLES, beside
+from worldlab.paths import DATA
+
+RESULTS = DATA / "results"
+PROVENANCE = {"command", "commit", "uncommitted_changes", "measured", "arguments"}
+
+
+def parse(*argv: str):
+    return build_parser("table").parse_args(["table", *argv])
+
+
+def strings(value):
+    """Every string in a JSON value."""
+    if isinstance(value, dict):
+        return [s for v in value.values() for s in strings(v)]
+    if isinstance(value, list):
+        return [s for v in value for s in strings(v)]
+    return [value] if isinstance(value, str) else []
+
+
+def write(path: Path, data: dict) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(data))
+    return path
+
+
+def revisit_outputs(tmp_path: Path) -> tuple[dict, list[Path]]:
+    """The shipped memory table's revisit scores as the two `eval --suite revisit` outputs
+    of the same walks they were merged from (the seed runs apart from the rest)."""
+    shipped = json.loads((RESULTS / "memory.json").read_text())
+    suite = {k: v for k, v in shipped.items() if k not in PROVENANCE | {
+        "best", "bars", "budget", "note", "validation", "cost_baseline", "costs_from"}}
+    seeds = {k: v for k, v in suite["variants"].items() if "_seed" in k}
+    first = {**suite, "variants": {k: v for k, v in suite["variants"].items() if k not in seeds}}
+    return shipped, [write(tmp_path / "eval_a" / "revisit.json", first),
+                     write(tmp_path / "eval_b" / "revisit.json", {**suite, "variants": seeds})]
+
+
+# ----------------------------------------------------------------------------------------
+# Arguments
+# ----------------------------------------------------------------------------------------
+
+
+def test_every_table_parses_the_arguments_its_script_took():
+    a = parse("worlds", "--old", "o", "--new", "n", "--parts", "world,strip", "--strip-also",
+              "x=runs/x", "--strip", "w.png", "--threads", "1")
+    assert (a.table, a.old, a.parts, a.strip, a.out) == ("worlds", "o", "world,strip", "w.png",
+                                                         None)
+    a = parse("worlds", "--autoencoders", "a=resample:4", "--ae-strip", "ae.png",
+              "--ae-strip-rows", "a", "--cache", "c", "--out", "runs/t/ae.json")
+    assert (a.autoencoders, a.ae_strip, a.out) == ("a=resample:4", "ae.png",
+                                                   Path("runs/t/ae.json"))
+    a = parse("memory", "--report", "r1.json", "r2.json", "--validation", "v.json", "--best",
+              "retrieval", "--costs", "c.json", "--budget", "300 steps", "--strip", "none",
+              "retrieval", "--steps", "4")
+    assert (a.report, a.best, a.costs, a.strip, a.worlds) == (
+        [Path("r1.json"), Path("r2.json")], "retrieval", Path("c.json"),
+        ["none", "retrieval"], "runs/memory/worlds")
+    a = parse("long-horizon", "--report", "l.json", "--validation", "v1.json", "v2.json",
+              "--quick", "q/a/quick.json", "--best", "self_rollout", "--note", "n")
+    assert (a.validation, a.quick, a.best, a.worlds) == (
+        [Path("v1.json"), Path("v2.json")], [Path("q/a/quick.json")], "self_rollout",
+        "runs/long/worlds")
+    a = parse("fast-decoder", "--fast", "runs/fd/model", "--chunks", "5", "--episodes", "2")
+    assert (a.fast, a.chunks, a.episodes, a.world) == ("runs/fd/model", 5, 2,
+                                                       "data/checkpoints/doom64_teacher")
+    with pytest.raises(SystemExit):
+        parse("memory", "--best", "x")  # --report is required
+    with pytest.raises(SystemExit):
+        parse("nonsense")
+
+
+def test_strips_go_beside_the_json():
+    assert beside(TABLES / "memory.json", "memory_strip.png") == TABLES / "memory_strip.png"
+    with pytest.raises(ValueError, match="give a file name"):
+        beside(TABLES / "memory.json", "data/results/x.png")
+
+
+# ----------------------------------------------------------------------------------------
+# End to end
+# ----------------------------------------------------------------------------------------
+
+
+def test_memory_table_from_revisit_outputs(tmp_path):
+    shipped, reports = revisit_outputs(tmp_path)
+    out = tmp_path / "tables" / "memory.json"
+    assert main(["table", "memory", "--report", *map(str, reports), "--validation",
+                 str(reports[0]), "--best", "retrieval", "--costs",
+                 str(RESULTS / "memory_cost.json"), "--budget", "300 steps",
+                 "--out", str(out)]) == 0
+    table = json.loads(out.read_text())
+    assert not PROVENANCE & set(table)  # the ship stage adds it
+    assert not [s for s in strings(table) if s.startswith("/")]  # paths relative to the repo
+    assert table["costs_from"] == "data/results/memory_cost.json"
+    assert set(table["variants"]) == set(shipped["variants"])
+    # the same inputs give the shipped numbers
+    assert table["bars"] == pytest.approx(shipped["bars"])
+    assert table["seeds"]["retrieval"]["return_psnr"]["mean"] == pytest.approx(
+        shipped["seeds"]["retrieval"]["return_psnr"]["mean"])
+    paired = table["best_minus_none"]["return_psnr"]  # walk by walk, seeds averaged
+    assert paired["n"] == 8 and paired["lo"] < paired["mean"] < paired["hi"]
+    assert set(table["validation"]["variants"]) < set(table["variants"])
+
+
+def test_long_horizon_table_from_long_outputs(tmp_path):
+    shipped = json.loads((RESULTS / "long_horizon.json").read_text())
+    methods, episodes = shipped["methods"], shipped["episodes"]
+    a = {k: v for k, v in methods.items() if "_seed" not in k}
+    reports = [write(tmp_path / "report_a" / "long.json", {"methods": a, "episodes": episodes}),
+               write(tmp_path / "report_b" / "long.json", {
+                   "methods": {k: v for k, v in methods.items() if k not in a},
+                   "episodes": episodes})]
+    quick = {"next_chunk_psnr": 19.5, "rollout_psnr_mean": 16.2, "sampling_steps": 8,
+             "baseline_repeat_psnr": 17.0}
+    q = write(tmp_path / "quick" / "self_rollout" / "quick.json", quick)
+    out = tmp_path / "tables" / "long_horizon.json"
+    assert main(["table", "long-horizon", "--report", *map(str, reports), "--best",
+                 "self_rollout", "--quick", str(q), "--out", str(out)]) == 0
+    table = json.loads(out.read_text())
+    assert not PROVENANCE & set(table)
+    assert table["quick_next_chunk"] == {"self_rollout": {"next_chunk_psnr": 19.5,
+                                                          "rollout_psnr_mean": 16.2,
+                                                          "sampling_steps": 8}}
+    pooled = table["seeds"]["self_rollout"]["psnr_late"]
+    assert pooled["mean"] == pytest.approx(shipped["seeds"]["self_rollout"]["psnr_late"]["mean"])
+    assert pooled["walks"]["n"] == episodes["count"]
+
+
+def test_autoencoder_table_from_cached_rows(tmp_path):
+    """`table worlds --autoencoders` reads each part from --cache when it is there (here:
+    the resampling references, cached), so the table, its seed summary and its paths are
+    checked without an engine."""
+    cache = tmp_path / "cache"
+    for factor, psnr in ((4, 30.5), (2, 31.5)):
+        scores = {"psnr": psnr, "ssim": 0.8, "sharpness_ratio": 0.75, "colour_distance": 0.05}
+        write(cache / "autoencoder" / f"resample:{factor}.json",
+              {**scores, "heldout_map": {**scores, "psnr": psnr - 1.0}})
+    out = tmp_path / "tables" / "autoencoders.json"
+    assert main(["table", "worlds", "--autoencoders", "bi=resample:4,bi_seed1=resample:2",
+                 "--cache", str(cache), "--threads", "1", "--out", str(out)]) == 0
+    table = json.loads(out.read_text())
+    assert not PROVENANCE & set(table)
+    assert table["rows"]["bi"]["downsample"] == 4 and table["rows"]["bi"]["psnr"] == 30.5
+    assert table["seeds"]["bi"]["psnr"]["mean"] == 31.0
+    assert table["seeds"]["bi"]["mean_clears_bars"]
+
+
+# ----------------------------------------------------------------------------------------
+# Bad input
+# ----------------------------------------------------------------------------------------
+
+
+def test_bad_inputs_name_the_path_and_what_was_expected(tmp_path, capsys):
+    missing = tmp_path / "nowhere" / "revisit.json"
+    with pytest.raises(FileNotFoundError, match="nowhere/revisit.json.*eval --suite revisit"):
+        main(["table", "memory", "--report", str(missing), "--best", "none"])
+    wrong = write(tmp_path / "long.json", {"methods": {}})
+    with pytest.raises(ValueError, match=r"long.json is not an `eval --suite long` output.*"
+                                         r"lacks \['episodes'\]"):
+        main(["table", "long-horizon", "--report", str(wrong), "--best", "x"])
+    listed = tmp_path / "list.json"
+    listed.write_text("[1, 2]")
+    with pytest.raises(ValueError, match="holds a JSON list"):
+        main(["table", "long-horizon", "--report", str(listed), "--best", "x"])
+    _, reports = revisit_outputs(tmp_path)
+    with pytest.raises(ValueError, match="--best 'nonesuch' is not a variant"):
+        main(["table", "memory", "--report", str(reports[0]), "--best", "nonesuch"])
+    other = json.loads(reports[1].read_text())
+    other["episodes"]["seeds"] = [1]
+    write(reports[1], other)
+    with pytest.raises(ValueError, match="scored other walks"):
+        main(["table", "memory", "--report", *map(str, reports), "--best", "retrieval"])
+    assert run(["table", "memory", "--report", str(missing), "--best", "none"]) == 2
+    err = capsys.readouterr().err.splitlines()
+    assert err[0].startswith("python -m worldlab: error: ") and str(missing) in err[0]

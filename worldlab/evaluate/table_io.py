@@ -1,0 +1,60 @@
+"""What every `table` sub-command shares: reading an evaluation output it was given (an
+error names the path and what was expected), writing the table's JSON atomically, and the
+paths it records (relative to the repository root, never absolute: the ship stage refuses
+a JSON that holds one).
+
+    data = read_json(path, ("variants", "episodes"), "an `eval --suite revisit` output")
+    write_table(out, table)   # the JSON at `out`; strips go beside it: beside(out, name)
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+from ..atomic import atomic_write_json
+from ..paths import ROOT, RUNS
+
+TABLES = RUNS / "tables"  # where a table's JSON goes unless --out says otherwise
+# what the ship stage adds; an input that carries it (a shipped table fed back) loses it
+PROVENANCE = ("command", "commit", "uncommitted_changes", "measured", "arguments")
+
+
+def read_json(path, keys: tuple[str, ...], what: str) -> dict:
+    """The JSON object at `path`, which must hold `keys` (it is `what`, in words)."""
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"{path}: no such file (expected {what})")
+    try:
+        data = json.loads(path.read_text())
+    except json.JSONDecodeError as e:
+        raise ValueError(f"{path} is not JSON ({e}); expected {what}") from None
+    if not isinstance(data, dict):
+        raise ValueError(f"{path} holds a JSON {type(data).__name__}; expected {what} (an "
+                         f"object with {list(keys)})")
+    if missing := [k for k in keys if k not in data]:
+        raise ValueError(f"{path} is not {what}: it lacks {missing} (it has {sorted(data)})")
+    return data
+
+
+def relative(path) -> str:
+    """`path` as a table records it: relative to the repository root (a relative path is
+    kept as given)."""
+    path = Path(path)
+    return os.path.relpath(path, ROOT) if path.is_absolute() else str(path)
+
+
+def beside(out, name: str) -> Path:
+    """The file `name` (a PNG strip) in the directory of the table's JSON `out`."""
+    if Path(name).name != name:
+        raise ValueError(f"a strip is written beside the table's JSON: give a file name, "
+                         f"not the path {name!r}")
+    return Path(out).with_name(name)
+
+
+def write_table(out, table: dict) -> Path:
+    """`table` as JSON at `out`, atomically; prints and returns where."""
+    path = atomic_write_json(Path(out), table)
+    print("wrote", path)
+    return path

@@ -1,0 +1,132 @@
+"""`python -m worldlab table worlds | memory | long-horizon | fast-decoder`: a shipped table's
+JSON from evaluation outputs (or, for worlds and fast-decoder, from measuring), written
+atomically to --out (default runs/tables/<name>.json) without provenance: the experiment
+runner's ship stage adds the spec, commit and command. Strips (PNG) go beside the JSON.
+
+    python -m worldlab table memory --report runs/memory/eval/revisit.json --best retrieval
+    python -m worldlab table long-horizon --report runs/long/report/long.json \
+        --best self_rollout
+    python -m worldlab table worlds --autoencoders a=runs/a/model,b=resample:4
+    python -m worldlab table fast-decoder --fast runs/fast_decoder/model
+
+Each sub-command is one module (`compare_worlds`, `memory_table`, `long_table`,
+`fast_decoder_table`), imported only when chosen; its arguments are spelled here.
+"""
+
+from __future__ import annotations
+
+import importlib
+from pathlib import Path
+
+from .table_io import TABLES
+
+WORLDS_WHAT = ("the wave-1 world (trained on walks from MAP01's player start) against the "
+               "world retrained on random starts over MAP01-03")  # table worlds --what
+FAST_TRAIN_COMMAND = ("OMP_NUM_THREADS=1 python -m worldlab train decoder --world "
+                      "data/checkpoints/doom64_teacher --data runs/w2/data900 "
+                      "--latents runs/w2/data/latents "
+                      "--out runs/fast_decoder --minutes 11 --device cpu")
+
+
+def _run(args) -> int:
+    if args.out is None:
+        default = TABLE_COMMANDS[args.table][1]
+        if args.table == "worlds" and args.autoencoders:
+            default = "autoencoders.json"
+        args.out = TABLES / default
+    return importlib.import_module(TABLE_COMMANDS[args.table][0]).cli(args)
+
+
+def _worlds(p) -> None:
+    p.add_argument("--old", default="data/checkpoints/doom64_v1")
+    p.add_argument("--new", default="data/checkpoints/doom64_teacher")
+    p.add_argument("--old-data", default="runs/w2/old_data")
+    p.add_argument("--new-data", default="runs/w2/data900")
+    p.add_argument("--parts", default="coverage,autoencoder,world,strip")
+    p.add_argument("--which", default="old,new", help="measure these worlds only (the "
+                   "table and the strip are written when both are measured)")
+    p.add_argument("--cache", default="runs/compare")
+    p.add_argument("--threads", type=int, default=2)
+    p.add_argument("--what", default=WORLDS_WHAT,
+                   help="what --old and --new are, for the table's JSON")
+    p.add_argument("--strip", default=None, metavar="PNG",
+                   help="file name of the strip, beside --out (default <out stem>_strip.png)")
+    p.add_argument("--strip-also", default=None, metavar="NAME=DIR,...",
+                   help="more worlds as rows of the strip (not scored)")
+    p.add_argument("--autoencoders", default=None, metavar="NAME=DIR,...",
+                   help="instead: score these autoencoders alone, table to --out (default "
+                        "runs/tables/autoencoders.json)")
+    p.add_argument("--ae-strip", default=None, metavar="PNG",
+                   help="with --autoencoders: file name (beside --out) of a PNG of their "
+                        "reconstructions of the same frames")
+    p.add_argument("--ae-strip-rows", default=None, metavar="NAME,...",
+                   help="the --autoencoders rows of that strip (default: all)")
+
+
+def _memory(p) -> None:
+    p.add_argument("--report", nargs="+", type=Path, required=True,
+                   help="revisit.json of the reported walks (several: subsets of worlds)")
+    p.add_argument("--validation", nargs="*", type=Path, default=[],
+                   help="revisit.json of the validation walks")
+    p.add_argument("--best", required=True, help="the variant the validation walks chose")
+    p.add_argument("--costs", type=Path, default=None,
+                   help="bench memory's JSON: the cost columns, every world side by side")
+    p.add_argument("--budget", default="", help="the training budget, in words")
+    p.add_argument("--note", default="", help="anything a reader must know")
+    p.add_argument("--strip", nargs="*", default=[], metavar="NAME",
+                   help="worlds (under --worlds) for memory_strip.png, in column order")
+    p.add_argument("--worlds", default="runs/memory/worlds", help="where --strip's worlds are")
+    p.add_argument("--steps", type=int, default=8, help="sampling steps of the strip")
+
+
+def _long_horizon(p) -> None:
+    p.add_argument("--report", nargs="+", type=Path, required=True,
+                   help="long.json of the reported walks (several: subsets of the worlds)")
+    p.add_argument("--validation", nargs="*", type=Path, default=[],
+                   help="long.json of the validation walk")
+    p.add_argument("--quick", nargs="*", type=Path, default=[],
+                   help="quick.json of worlds (runs/long/quick/NAME/quick.json)")
+    p.add_argument("--best", required=True, help="the method the validation walk chose")
+    p.add_argument("--note", default="", help="anything a reader must know")
+    p.add_argument("--strip", nargs="*", default=[], metavar="NAME",
+                   help="worlds (under --worlds) for long_horizon_strip.png, in row order")
+    p.add_argument("--worlds", default="runs/long/worlds", help="where --strip's worlds are")
+    p.add_argument("--steps", type=int, default=8, help="sampling steps of the strip")
+
+
+def _fast_decoder(p) -> None:
+    p.add_argument("--world", default="data/checkpoints/doom64_teacher")
+    p.add_argument("--fast", default="runs/fast_decoder/model", help="train decoder's model")
+    p.add_argument("--packaged", default="runs/fast_decoder/world",
+                   help="where the world with its fast decoder is written")
+    p.add_argument("--episodes", type=int, default=8)
+    p.add_argument("--chunks", type=int, default=50)
+    p.add_argument("--threads", type=int, default=2)
+    p.add_argument("--train-command", default=FAST_TRAIN_COMMAND,
+                   help="the command that trained --fast, recorded in the JSON")
+
+
+# sub-command -> (module with cli(args), the table's default JSON under runs/tables/, its
+# arguments, help): a new table is a module plus one line here
+TABLE_COMMANDS: dict[str, tuple] = {
+    "worlds": ("worldlab.evaluate.compare_worlds", "worlds.json", _worlds,
+               "old world against new (or --autoencoders alone) on the engine's ground truth"),
+    "memory": ("worldlab.evaluate.memory_table", "memory.json", _memory,
+               "the memory variants' revisit scores, pooled over seeds, with the bars"),
+    "long-horizon": ("worldlab.evaluate.long_table", "long_horizon.json", _long_horizon,
+                     "the long-horizon methods' scores, pooled over seeds"),
+    "fast-decoder": ("worldlab.evaluate.fast_decoder_table", "fast_decoder.json", _fast_decoder,
+                     "the fast decoder against the full one: quality and speed"),
+}
+
+
+def configure_cli(parser) -> None:
+    """The `table` command: one sub-command per table, each with --out."""
+    sub = parser.add_subparsers(dest="table", metavar="table", required=True)
+    for name, (_, default, arguments, help_) in TABLE_COMMANDS.items():
+        p = sub.add_parser(name, help=help_, description=help_)
+        arguments(p)
+        p.add_argument("--out", type=Path, default=None,
+                       help=f"the table's JSON (default runs/tables/{default}); strips go "
+                            f"beside it")
+        p.set_defaults(func=_run)
