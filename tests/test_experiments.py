@@ -191,3 +191,14 @@ def test_every_shipped_spec_plans(path):
     stages = plan(spec, REPO)
     assert [s.name for s, _ in stages] == [s.name for s in spec.stages]
     assert all(jobs for _, jobs in stages)
+
+
+def test_a_rerun_never_writes_over_a_shipped_world(tmp_path):
+    from worldlab.experiments import RunError
+    root = _repo(tmp_path, TINY.replace("data: runs/tiny/data", "data: data/tiny"))
+    (root / "data/tiny").mkdir(parents=True)
+    (root / "data/tiny/index.json").write_text("{}")  # shipped, made by no stamped job here
+    with pytest.raises(RunError, match="record/record: data/tiny/index.json"):
+        run_spec(root / "experiments/tiny.yaml", root=root)
+    assert (root / "data/tiny/index.json").read_text() == "{}"
+    assert not (root / "runs").exists()

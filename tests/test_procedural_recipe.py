@@ -1,55 +1,61 @@
-"""scripts/train_procedural_world.sh at tiny size: every stage of proc64's recipe runs on the
-real procedural engine and the shipped DOOM weights, packages a 4-step world that plays
-with its fast decoder and a peer, and a second run resumes with nothing left to do."""
+"""proc64's recipe (the proc_* and peer stages of experiments/benchmark.yaml) at tiny size:
+every stage runs on the real procedural engine and the shipped DOOM weights through the spec
+runner, packages a 4-step world that plays with its fast decoder and a peer, and a second run
+finds nothing left to do."""
 
 from __future__ import annotations
 
-import json
-import os
-import re
-import subprocess
-import sys
 from pathlib import Path
 
+import yaml
+
 from worldlab.evaluate.peer import load_peer
+from worldlab.experiments.runner import run_spec
 from worldlab.pretrained import load_world
 
 ROOT = Path(__file__).resolve().parents[1]
-STAGES = ("record", "teacher world model", "decoder", "peer", "4-step student", "fast decoder")
+SPEC = ROOT / "experiments" / "benchmark.yaml"
+# the shipped sizes -> tiny ones, in the stages' command lines and outputs
+TINY = {"--episodes 900": "--episodes 4", "--steps 200": "--steps 2", "--steps 240": "--steps 2",
+        "--steps 2726": "--steps 2", "distill__pairs=512": "distill__pairs=4",
+        "--minutes 45": "--minutes 0.1", "step_00000800": "step_00000002"}
 
 
-def run_recipe(tmp_path: Path) -> subprocess.CompletedProcess:
-    env = {**os.environ, "PY": sys.executable, "RUN": str(tmp_path / "run"),
-           "DEST": str(tmp_path / "proc"), "SHIP_TO": str(tmp_path / "peer"), "EPISODES": "4",
-           "WORLD_STEPS": "2", "AE_STEPS": "2", "STUDENT_STEPS": "2", "PAIRS": "4",
-           "FAST_STEPS": "2", "MINUTES": "0.1"}
-    done = subprocess.run(["bash", str(ROOT / "scripts" / "train_procedural_world.sh")],
-                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=900)
-    assert done.returncode == 0, (done.stdout[-2000:], done.stderr[-3000:])
-    return done
-
-
-def stages_run(done: subprocess.CompletedProcess, run: Path) -> set[str]:
-    """The stages that started, from the script's own lines and its lanes' logs."""
-    text = done.stdout + "".join(p.read_text() for p in run.glob("*.log"))
-    return set(re.findall(r"^\[train_procedural_world\] \d\d:\d\d:\d\d (.+)$", text, re.M))
+def tiny_spec(tmp_path: Path) -> Path:
+    """benchmark.yaml's proc64 stages (and the procedural peer) at tiny size, its paths in
+    tmp_path; the shipped checkpoints it starts from stay where they are."""
+    raw = yaml.safe_load(SPEC.read_text())
+    raw["vars"].update(teacher=str(ROOT / "data/checkpoints/doom64_teacher"),
+                       ae=str(ROOT / "data/checkpoints/doom64/autoencoder"),
+                       proc=str(tmp_path / "run"), proc64=str(tmp_path / "proc"))
+    stages = [s for s in raw["stages"] if s["name"].startswith("proc") or s["name"] == "peer"]
+    for stage in stages:
+        for key in ("run", "outputs"):
+            text = yaml.safe_dump(stage.get(key))
+            for shipped, tiny in TINY.items():
+                text = text.replace(shipped, tiny)
+            stage[key] = yaml.safe_load(text)
+        if stage["name"] == "proc_world":  # the recipe's own 800 steps
+            stage["run"] += " --steps 2"
+        if stage["name"] == "peer":  # a variant's values are not templates: spelt out
+            stage["variants"] = {"procedural": {"data": str(tmp_path / "run/data"),
+                                                "out": str(tmp_path / "run/peer")}}
+    raw.update(stages=stages, result=str(tmp_path / "unused.json"))
+    path = tmp_path / "benchmark.yaml"  # a spec's name is its file's stem
+    path.write_text(yaml.safe_dump(raw, sort_keys=False))
+    return path
 
 
 def test_the_recipe_packages_a_procedural_world_and_resumes(tmp_path):
-    first, run = run_recipe(tmp_path), tmp_path / "run"
-    packaging = f"package into {tmp_path / 'proc'}"
-    assert stages_run(first, run) == {*STAGES, packaging, "done"}
+    spec = tiny_spec(tmp_path)
+    first = run_spec(spec, root=tmp_path)
+    assert all(state == "ran" for jobs in first.values() for state in jobs.values()), first
     world = load_world(tmp_path / "proc", device="cpu")
     assert world.config.data.engine == "procedural" and world.config.data.episodes == 4
     assert world.config.sample.steps == 4 and world.config.sample.decoder == "fast"
     assert world.decoder is world.fast_decoder
-    record = json.loads((tmp_path / "proc" / "distill_run.json").read_text())
-    assert record["recipe"] == "ode" and record["steps"] == 2
-    peer = load_peer(tmp_path / "peer")
+    peer = load_peer(tmp_path / "run" / "peer" / "ema")
     assert peer.size == world.size
-    assert json.loads((tmp_path / "peer" / "train_run.json").read_text())["episodes"] == 4
 
-    for log in run.glob("*.log"):
-        log.unlink()
-    second = run_recipe(tmp_path)  # everything is there: only the packaging runs again
-    assert stages_run(second, run) == {packaging, "done"} and "encoded 0" in second.stdout
+    second = run_spec(spec, root=tmp_path)  # everything is there: nothing runs again
+    assert all(state == "done" for jobs in second.values() for state in jobs.values()), second

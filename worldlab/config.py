@@ -495,3 +495,55 @@ def make_config(preset: str = "small", **overrides: Any) -> WorldConfig:
         built["autoencoder"] = dataclasses.replace(built["autoencoder"],
                                                    block_out_channels=tuple(channels))
     return validate_config(WorldConfig(preset=preset, **built))
+
+
+# ----------------------------------------------------------------------------------------
+# Named recipes: a preset plus the overrides of one shipped world's training
+# ----------------------------------------------------------------------------------------
+
+# `train world --recipe NAME` (then `--set` on top). Named WORLD_RECIPES because RECIPES
+# above is distillation's. Values are `make_config` overrides, so a value that is not a
+# config field fails there, naming the recipe.
+_CPU_WORLD = {  # the architecture every CPU-trained DOOM world shares (~3.6 M parameters)
+    "model__patch_size": 2, "model__width": 192, "model__depth": 4,
+    "train__batch_size": 32, "train__forcing": "teacher", "train__ema_decay": 0.995,
+}
+WORLD_RECIPES: dict[str, tuple[str, dict[str, Any]]] = {
+    # doom64_v1's world, stages 1-2 (experiments/doom64_v1.yaml): one-chunk context
+    "cpu_world": ("small", {**_CPU_WORLD, "model__window_chunks": 1, "data__clip_chunks": 2,
+                            "train__lr": 5e-4, "train__warmup_steps": 100,
+                            "train__checkpoint_every": 250}),
+    # its stage 3: a three-chunk context from stage 2's EMA weights; 16 sampling steps
+    # were chosen on validation seeds
+    "cpu_world_window3": ("small", {**_CPU_WORLD, "model__window_chunks": 3,
+                                    "data__clip_chunks": 4, "train__lr": 1.5e-4,
+                                    "train__warmup_steps": 50, "train__checkpoint_every": 200,
+                                    "sample__steps": 16}),
+    # doom64_teacher's: doom64_v1 fine-tuned on the whole level; every world fine-tuned or
+    # moved from doom64_teacher's weights uses it, so its model fields must match
+    "level_world": ("small", {**_CPU_WORLD, "model__window_chunks": 3, "data__clip_chunks": 4,
+                              "train__lr": 3e-4, "train__warmup_steps": 50,
+                              "sample__steps": 16}),
+}
+# proc64's teacher: the level world's recipe from doom64_teacher's weights, 800 steps
+WORLD_RECIPES["procedural_world"] = ("small", {**WORLD_RECIPES["level_world"][1],
+                                               "train__steps": 800,
+                                               "train__checkpoint_every": 100})
+
+
+def recipe_config(name: str, **overrides: Any) -> WorldConfig:
+    """The config of a named recipe (its preset and overrides), then `overrides` on top.
+
+    >>> recipe_config("level_world").model.width
+    192
+    >>> recipe_config("level_world", train__lr=1e-4).train.lr
+    0.0001
+    """
+    if name not in WORLD_RECIPES:
+        raise ValueError(f"unknown recipe {name!r}; expected one of {sorted(WORLD_RECIPES)}")
+    preset, values = WORLD_RECIPES[name]
+    try:  # the recipe alone first, so its own bad value is blamed on it
+        make_config(preset, **values)
+    except ValueError as e:
+        raise ValueError(f"recipe {name!r}: {e}") from e
+    return make_config(preset, **{**values, **overrides})

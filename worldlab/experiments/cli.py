@@ -14,6 +14,8 @@ def _print_plan(spec, root) -> None:
     from .plan import plan
     from .runner import is_done, job_argv
     print(f"{spec.path}: {spec.title or spec.name} -> {spec.result}  (spec {spec.hash[:12]})")
+    for name, stages in spec.after.items():
+        print(f"  after: experiments/{name}.yaml stages {', '.join(stages)} (run first)")
     for stage, jobs in plan(spec, root):
         done = sum(is_done(root, spec, j) for j in jobs)
         print(f"  {stage.name} [{stage.kind}]  {done}/{len(jobs)} done")

@@ -85,7 +85,7 @@ def plan(spec: Spec, root: Path) -> list[tuple[Stage, list[Job]]]:
     """Every stage with its jobs, checked; raises SpecError before anything runs."""
     base = base_values(spec)
     jobs_of: dict[str, list[dict]] = {}
-    made: list[str] = []   # outputs of earlier stages
+    made = made_before(spec, root)   # outputs of earlier stages (and of `after`'s)
     out = []
     for stage in spec.stages:
         rows = job_values(stage, jobs_of)
@@ -99,6 +99,25 @@ def plan(spec: Spec, root: Path) -> list[tuple[Stage, list[Job]]]:
     from .checks import check_seed_roles
     check_seed_roles(spec)
     return out
+
+
+def made_before(spec: Spec, root: Path) -> list[str]:
+    """The outputs of the stages `after` names in other specs (beside this one), which run
+    before this spec's own."""
+    from .spec import load_spec
+    made = []
+    for name, stage_names in spec.after.items():
+        path = spec.path.parent / f"{name}.yaml"
+        where = spec.where(spec.lines.get("after", 1))
+        if not path.is_file():
+            raise SpecError(f"{where}: after names {name!r}, but there is no {path}")
+        stages = {s.name: jobs for s, jobs in plan(load_spec(path), root)}
+        for stage in stage_names:
+            if stage not in stages:
+                raise SpecError(f"{where}: {name} has no stage {stage!r}; its stages are "
+                                f"{list(stages)}")
+            made.extend(o for job in stages[stage] for o in job.outputs)
+    return made
 
 
 def _each(spec: Spec, stage: Stage, base: dict, jobs_of: dict) -> dict:

@@ -178,6 +178,11 @@ def run_spec(spec, root=".", jobs: int = 1, executor: str = "local", only=None,
     for name in only or ():
         if name not in names:
             raise ValueError(f"{spec.path}: no stage {name!r}; its stages are {names}")
+    if not dry_run:
+        _refuse_overwriting_shipped(spec, root, stages, only)
+        for name, first in spec.after.items():  # other specs' stages this one reads
+            run_spec(spec.path.parent / f"{name}.yaml", root, jobs, executor, only=first,
+                     slurm=slurm, progress=progress)
     report: dict[str, dict[str, str]] = {}
     for stage, stage_jobs in stages:
         if only and stage.name not in only:
@@ -202,6 +207,20 @@ def run_spec(spec, root=".", jobs: int = 1, executor: str = "local", only=None,
         _run_stage(spec, root, todo, jobs, executor, slurm or {}, report[stage.name],
                    progress)
     return report
+
+
+def _refuse_overwriting_shipped(spec, root, stages, only) -> None:
+    """A stage that would write over something shipped under data/ (a packaged world, the
+    probes) stops the run before any work: only a ship stage replaces shipped files, and a
+    shipped world is replaced by hand (delete it), never by a rerun in passing."""
+    shipped = [f"{stage.name}/{job.name}: {out}" for stage, jobs in stages
+               if stage.kind != "ship" and (not only or stage.name in only)
+               for job in jobs if not is_done(root, spec, job)
+               for out in job.outputs if Path(out).parts[:1] == ("data",) and (root / out).exists()]
+    if shipped:
+        raise RunError(f"{spec.name}: these jobs would write over shipped files: "
+                       f"{'; '.join(shipped)}. Delete them to remake them, or run the spec in "
+                       f"another clone")
 
 
 def _run_stage(spec, root, todo, jobs, executor, slurm, report, progress) -> None:

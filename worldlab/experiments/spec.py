@@ -18,7 +18,7 @@ from pathlib import Path
 import yaml
 
 KINDS = ("record", "encode", "train", "package", "evaluate", "table", "ship")
-SPEC_KEYS = ("name", "title", "result", "notes", "vars", "seeds", "stages")
+SPEC_KEYS = ("name", "title", "result", "notes", "vars", "seeds", "after", "stages")
 STAGE_KEYS = ("name", "kind", "run", "variants", "seeds", "over", "each", "threads", "resume",
               "inputs", "outputs", "from", "to", "files", "launcher")
 LAUNCHERS = ("python", "accelerate")
@@ -61,6 +61,7 @@ class Spec:
     hash: str
     title: str = ""
     notes: str = ""
+    after: dict[str, tuple[str, ...]] = field(default_factory=dict)  # spec -> its stages first
     lines: dict[str, int] = field(default_factory=dict)
 
     def where(self, line: int) -> str:
@@ -244,9 +245,15 @@ def load_spec(path) -> Spec:
     vars_ = {str(k): str(v) for k, v in (raw.get("vars") or {}).items()}
     if not isinstance(raw["stages"], list) or not raw["stages"]:
         _fail(path, raw.lines["stages"], "stages is a non-empty list")
+    after = raw.get("after") or {}
+    if not (isinstance(after, dict) and all(isinstance(v, list) and v and all(
+            isinstance(x, str) for x in v) for v in after.values())):
+        _fail(path, raw.lines.get("after", 1), "after is a mapping spec name -> [its stages "
+                                               "that run first]")
     stages: list[Stage] = []
     for item in raw["stages"]:
         stages.append(_stage(path, item, seeds, stages))
     return Spec(path=path, name=raw["name"], result=str(raw["result"]), stages=tuple(stages),
                 vars=vars_, seeds=seeds, hash=spec_hash(raw), title=str(raw.get("title", "")),
-                notes=str(raw.get("notes", "")), lines=dict(raw.lines))
+                notes=str(raw.get("notes", "")),
+                after={k: tuple(v) for k, v in after.items()}, lines=dict(raw.lines))

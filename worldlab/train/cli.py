@@ -1,11 +1,15 @@
-"""`python -m worldlab train autoencoder | world | distill | decoder | long-horizon | memory |
-depth-head | diamond | probes | package`:
+"""`python -m worldlab train autoencoder | world | encode | distill | decoder | long-horizon |
+memory | depth-head | diamond | probes | package`:
 the recipes (`recipes.py`, `distill.py`, `decoder.py`, `long_horizon.py`, `memory.py`,
 `depth_head.py`, `diamond.py`, `probes.py`) with a progress bar and a summary line.
 
     python -m worldlab train autoencoder --preset small --data runs/data/doom --out runs/ae
     python -m worldlab train world --preset small --data runs/data/doom \
         --autoencoder runs/ae/model --out runs/world
+    python -m worldlab train world --recipe level_world --data runs/w2/data900 \
+        --autoencoder data/checkpoints/doom64_teacher/autoencoder --out runs/level_world
+    python -m worldlab train encode --data runs/mem/data \
+        --autoencoder data/checkpoints/doom64_teacher/autoencoder
     python -m worldlab train package --autoencoder runs/ae/model --world runs/world \
         --out runs/myworld
     python -m worldlab train check --preset base --accelerate-config configs/accelerate/fsdp.yaml
@@ -22,9 +26,9 @@ from __future__ import annotations
 import ast
 from typing import Any
 
-from ..config import DECODERS, PRESETS, make_config
+from ..config import DECODERS, PRESETS, WORLD_RECIPES, make_config, recipe_config
 from . import hardware, recipes
-from .checkpoints import load_transformer
+from .checkpoints import latest_checkpoint, load_transformer
 from ..episodes import EpisodeStore
 from .depth_head import MAX_TRAIN_FRAMES, load_depth_head
 from .long_horizon import METHODS
@@ -95,7 +99,14 @@ def _config(args):
         raise ValueError(f"--set {unread[0]}: `train autoencoder` reads the autoencoder "
                          f"section alone (its steps, lr, batch_size, seed); set "
                          f"autoencoder__{unread[0].removeprefix('train__')} instead")
-    cfg = make_config(args.preset, **overrides)
+    recipe = getattr(args, "recipe", None)
+    if recipe is None:
+        cfg = make_config(args.preset or "small", **overrides)
+    elif args.preset is not None:
+        raise ValueError(f"--recipe {recipe} sets its own preset "
+                         f"({WORLD_RECIPES[recipe][0]}); drop --preset {args.preset}")
+    else:
+        cfg = recipe_config(recipe, **overrides)
     section = cfg.autoencoder if args.what == "autoencoder" else cfg.train
     if args.steps is not None:
         section.steps = args.steps
@@ -123,14 +134,31 @@ def _cli_world(args) -> int:
     init, load_init = args.init, None
     if args.init_transformer:
         init, load_init = args.init_transformer, load_transformer
+    resume = args.resume
+    if resume and init is not None:  # as `train autoencoder`: start from init, or continue
+        if latest_checkpoint(args.out) is None:
+            resume = False
+        else:
+            init = load_init = None
     with Progress("world model") as progress:
         run = recipes.world(args.data, _config(args), args.out, autoencoder=args.autoencoder,
                             latents=args.latents, text=not args.no_text,
                             captions=args.captions, init=init, load_init=load_init,
-                            minutes=args.minutes, device=args.device, resume=args.resume,
+                            minutes=args.minutes, device=args.device, resume=resume,
                             **progress.hooks)
     print(f"step {run.state['step']}: loss {run.state.get('loss', float('nan')):.4f}; "
           f"saved {args.out}")
+    return 0
+
+
+def _cli_encode(args) -> int:
+    from ..episodes import LatentCache
+
+    store = EpisodeStore.open(args.data)
+    latents = LatentCache(args.latents or store.root / "latents")
+    n = recipes.fill_latents(store, latents, args.autoencoder, args.device)
+    print(f"encoded {n} episodes into {latents.root} "
+          f"({len(store.ids()) - n} already there)")
     return 0
 
 
@@ -276,18 +304,19 @@ def _cli_check(args) -> int:
     estimate = hardware.train_memory(cfg, channels, size, processes, sharded,
                                      cuda=machine.kind == "cuda")
     data = hardware.clip_tensor_bytes(cfg.data.episodes * cfg.data.frames, channels, size)
-    print(f"{args.preset} preset, batch {cfg.train.batch_size} per process: "
+    print(f"{cfg.preset} preset, batch {cfg.train.batch_size} per process: "
           f"{hardware.describe(estimate)}")
     print(f"clip tensors of {cfg.data.episodes} x {cfg.data.frames} frames: "
           f"{data / hardware.GIB:.2f} GiB, on the device if they fit beside it")
-    hardware.check_memory(estimate, machine, f"the {args.preset} preset")
+    hardware.check_memory(estimate, machine, f"the {cfg.preset} preset")
     print(f"fits: {machine.kind} ({machine.name}) has "
           f"{machine.memory_bytes / hardware.GIB:.2f} GiB per device")
     return 0
 
 
 def _add_common(p) -> None:
-    p.add_argument("--preset", default="small", choices=PRESETS, help="config preset")
+    p.add_argument("--preset", default=None, choices=PRESETS,
+                   help="config preset (default small)")
     p.add_argument("--data", required=True, help="episode store directory")
     p.add_argument("--out", required=True, help="output directory (checkpoints, model)")
     p.add_argument("--steps", type=int, default=None, help="override the preset's steps")
@@ -301,7 +330,8 @@ def _add_common(p) -> None:
     p.add_argument("--init", default=None, metavar="DIR",
                    help="start from these weights (a save_pretrained directory, e.g. "
                         "runs/world/ema or data/checkpoints/doom64/autoencoder) with a fresh "
-                        "schedule; a world's context window may differ")
+                        "schedule; a world's context window may differ. With --resume: "
+                        "continue from --out's checkpoint if it has one, else start here")
 
 
 def _finetune_arguments(parser, steps: int) -> None:
@@ -340,11 +370,24 @@ def configure_cli(parser) -> None:
                    help="start from this world model's transformer but not its tokeniser "
                         "(patch embedding, output): a world trained on another "
                         "autoencoder's latents, with the same token grid (e.g. 8x latents "
-                        "at patch 2 for 4x latents at patch 4)")
+                        "at patch 2 for 4x latents at patch 4); with --resume as --init")
+    w.add_argument("--recipe", default=None, choices=sorted(WORLD_RECIPES),
+                   help="a named recipe (config.WORLD_RECIPES: its preset and overrides, "
+                        "e.g. level_world, doom64_teacher's); --set applies on top")
     w.set_defaults(func=_cli_world)
+    en = sub.add_parser("encode", help="fill an episode store's latent cache",
+                        description="encode the episodes of a store that its latent cache "
+                                    "lacks with an autoencoder (recipes.fill_latents)")
+    en.add_argument("--data", required=True, help="episode store directory")
+    en.add_argument("--autoencoder", required=True, help="autoencoder directory, e.g. "
+                                                         "data/checkpoints/doom64/autoencoder")
+    en.add_argument("--latents", default=None, help="latent cache (default <data>/latents)")
+    en.add_argument("--device", default="cpu", help="cpu | cuda")
+    en.set_defaults(func=_cli_encode)
     c = sub.add_parser("check", help="does a preset fit this machine (and an accelerate "
                                      "config)?", description=hardware.__doc__.split("\n\n")[0])
-    c.add_argument("--preset", default="small", choices=PRESETS, help="config preset")
+    c.add_argument("--preset", default=None, choices=PRESETS,
+                   help="config preset (default small)")
     c.add_argument("--set", action="append", default=[], metavar="SECTION__FIELD=VALUE",
                    help="config override (repeatable)")
     c.add_argument("--batch-size", type=int, default=None, help="per process")

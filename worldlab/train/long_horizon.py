@@ -1,6 +1,6 @@
 """The long-horizon comparison's recipe: a world fine-tuned from another's weights with one
 anti-drift method (`anti_drift`), the same budget for every method. `python -m worldlab
-train long-horizon`, `scripts/train_long_horizon.sh` and notebook 05 call `finetune`.
+train long-horizon`, `experiments/long_horizon.yaml` and notebook 05 call `finetune`.
 
     run = wl.train.long_horizon.finetune("data/checkpoints/doom64_teacher", "error_bank",
                                          store, "runs/long/error_bank", steps=120)

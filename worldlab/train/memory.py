@@ -1,6 +1,6 @@
 """The memory ablation's recipe: a world fine-tuned from another's weights with one memory
 mechanism switched on (`config.memory`), the same data, steps and start for every variant.
-`python -m worldlab train memory`, `scripts/train_memory.sh` and notebook 04 call
+`python -m worldlab train memory`, `experiments/memory.yaml` and notebook 04 call
 `finetune`.
 
     run = wl.train.memory.finetune("data/checkpoints/doom64_teacher", "retrieval", store,
