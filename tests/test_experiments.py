@@ -43,6 +43,10 @@ stages:
     resume: {when: "runs/tiny/{job}/checkpoints", add: --resume}
     inputs: ["{data}/index.json"]
     outputs: ["runs/tiny/{job}/metrics.json"]
+  - name: ship_rows
+    kind: ship
+    from: {seed0: runs/tiny/ae/metrics.json, seed1: runs/tiny/ae_seed1/metrics.json}
+    to: data/results/tiny_rows.json
   - name: ship
     kind: ship
     from: runs/tiny/ae/metrics.json
@@ -83,8 +87,9 @@ def test_local_and_submitit_ship_the_same_json(shipped):
     (a, report_a), (b, report_b) = shipped["local"], shipped["submitit-local"]
     assert report_a == report_b == {"record": {"record": "ran"},
                                     "train": {"ae": "ran", "ae_seed1": "ran"},
+                                    "ship_rows": {"ship_rows": "ran"},
                                     "ship": {"ship": "ran"}}
-    for name in ("tiny.json", "tiny_seed1.json"):
+    for name in ("tiny.json", "tiny_seed1.json", "tiny_rows.json"):
         assert (a / "data/results" / name).read_bytes() == (b / "data/results" / name).read_bytes()
     data = json.loads((a / "data/results/tiny.json").read_text())
     head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=a, capture_output=True,
@@ -94,6 +99,9 @@ def test_local_and_submitit_ship_the_same_json(shipped):
     assert data["spec_hash"] == load_spec(a / "experiments/tiny.yaml").hash
     assert data["command"] == "python -m worldlab run experiments/tiny.yaml"
     assert data["psnr"] > 0
+    rows = json.loads((a / "data/results/tiny_rows.json").read_text())
+    assert rows["rows"]["seed0"] == {k: data[k] for k in rows["rows"]["seed0"]}
+    assert rows["spec"] == "experiments/tiny.yaml" and set(rows["rows"]) == {"seed0", "seed1"}
     # the two seeds trained differently: the seeds reached the jobs
     assert data["psnr"] != json.loads((a / "data/results/tiny_seed1.json").read_text())["psnr"]
 
@@ -103,6 +111,7 @@ def test_a_rerun_redoes_nothing_and_an_interrupted_job_resumes(shipped):
     spec = root / "experiments/tiny.yaml"
     assert run_spec(spec, root=root) == {"record": {"record": "done"},
                                          "train": {"ae": "done", "ae_seed1": "done"},
+                                         "ship_rows": {"ship_rows": "done"},
                                          "ship": {"ship": "done"}}
     # a job cut off after its checkpoint, before it finished: only it runs again, resumed
     (root / "runs/tiny/ae_seed1/metrics.json").unlink()

@@ -10,6 +10,7 @@ wrong range, inputs that nothing makes. Every error names the spec's file and li
 
 from __future__ import annotations
 
+import json
 import re
 import shlex
 from dataclasses import dataclass
@@ -131,11 +132,14 @@ def _job(spec: Spec, stage: Stage, values: dict) -> Job:
     at = lambda key: stage.lines.get(key, stage.line)  # noqa: E731
     fill = lambda text, key: _fill(spec, text, values, at(key), stage.name)  # noqa: E731
     if stage.kind == "ship":
-        source = fill(stage.source, "from")
+        source = ({str(k): fill(v, "from") for k, v in stage.source.items()}
+                  if isinstance(stage.source, dict) else fill(stage.source, "from"))
         files = {fill(k, "files"): fill(v, "files") for k, v in stage.files.items()}
         target = fill(stage.to or spec.result, "to")
-        return Job(stage.name, values["job"], ("ship", source, target, *_flat(files)),
-                   outputs=(target, *files.values()), inputs=(source, *files))
+        sources = tuple(source.values()) if isinstance(source, dict) else (source,)
+        return Job(stage.name, values["job"],  # the source travels as JSON (a path or rows)
+                   ("ship", json.dumps(source), target, *_flat(files)),
+                   outputs=(target, *files.values()), inputs=(*sources, *files))
     argv = tuple(shlex.split(fill(stage.run, "run")))
     resume = None
     if stage.resume:

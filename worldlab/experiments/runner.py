@@ -197,7 +197,7 @@ def run_spec(spec, root=".", jobs: int = 1, executor: str = "local", only=None,
         if stage.kind == "ship":
             for job in todo:
                 _, source, target, *pairs = job.argv
-                ship(spec, root, source, target, dict(zip(pairs[::2], pairs[1::2])),
+                ship(spec, root, json.loads(source), target, dict(zip(pairs[::2], pairs[1::2])),
                      allow_dirty=allow_dirty)
                 _stamp(root, spec, job)
                 report[stage.name][job.name] = "ran"

@@ -56,9 +56,17 @@ def provenance(spec: Spec, root: Path) -> dict:
             "measured": datetime.date.today().isoformat()}
 
 
-def ship(spec: Spec, root: Path, source: str, target: str, files: dict[str, str],
+def _read(root: Path, source: str) -> dict:
+    data = json.loads((root / source).read_text())
+    if not isinstance(data, dict):
+        raise ShipError(f"{source}: expected a JSON object, got {type(data).__name__}")
+    return data
+
+
+def ship(spec: Spec, root: Path, source: str | dict, target: str, files: dict[str, str],
          allow_dirty: bool = False) -> list[Path]:
     """Write `source` (+ provenance) to `target` and copy `files`; returns what it wrote.
+    A mapping `source` (row name -> JSON) ships as {"rows": {name: that JSON}}.
     With uncommitted changes it refuses, or with `allow_dirty` writes a preview under
     runs/experiments/<name>/preview/ instead."""
     root = root.resolve()
@@ -70,9 +78,8 @@ def ship(spec: Spec, root: Path, source: str, target: str, files: dict[str, str]
     if meta["commit"] is None and not allow_dirty:
         raise ShipError(f"{spec.name}: {root} is not a git repository: nothing names the "
                         f"code that made the result")
-    data = json.loads((root / source).read_text())
-    if not isinstance(data, dict):
-        raise ShipError(f"{source}: expected a JSON object, got {type(data).__name__}")
+    data = ({"rows": {name: _read(root, path) for name, path in source.items()}}
+            if isinstance(source, dict) else _read(root, source))
     data = relative_paths(data, root)
     for key in meta:
         data.pop(key, None)  # an earlier provenance, e.g. of a bench output, is replaced

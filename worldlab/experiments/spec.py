@@ -43,7 +43,7 @@ class Stage:
     resume: tuple[str, str] | None = None   # (when this path exists, add these arguments)
     inputs: tuple[str, ...] = ()
     outputs: tuple[str, ...] = ()
-    source: str | None = None          # ship: the JSON to ship
+    source: str | dict | None = None   # ship: the JSON to ship, or row name -> JSON
     to: str | None = None              # ship: where (default: the spec's result)
     files: dict[str, str] = field(default_factory=dict)  # ship: extra files, from -> to
     launcher: str = "python"
@@ -177,8 +177,11 @@ def _stage(path: Path, raw, seeds: dict, earlier: list[Stage]) -> Stage:
     if (kind == "ship") != ("run" not in raw):
         _fail(path, raw.line, f"stage {name!r}: " + ("a ship stage has `from`, not `run`"
                                                      if kind == "ship" else "needs `run`"))
-    if kind == "ship" and not isinstance(raw.get("from"), str):
-        _fail(path, raw.line, f"stage {name!r}: a ship stage needs `from`: the JSON to ship")
+    source = raw.get("from")
+    if kind == "ship" and not (isinstance(source, str) or isinstance(source, dict) and source
+                               and all(isinstance(v, str) for v in source.values())):
+        _fail(path, raw.line, f"stage {name!r}: a ship stage needs `from`: the JSON to ship, or "
+                              f"a mapping row name -> JSON (shipped as {{\"rows\": ...}})")
     stage_seeds = raw.get("seeds")
     if isinstance(stage_seeds, str):
         if stage_seeds not in seeds:
@@ -221,7 +224,7 @@ def _stage(path: Path, raw, seeds: dict, earlier: list[Stage]) -> Stage:
         resume=(resume["when"], str(resume["add"])) if resume else None,
         inputs=_strings(path, raw.get("inputs", []), at("inputs"), "inputs"),
         outputs=_strings(path, raw.get("outputs", []), at("outputs"), "outputs"),
-        source=raw.get("from"), to=raw.get("to"), files=dict(raw.get("files") or {}),
+        source=dict(source) if isinstance(source, dict) else source, to=raw.get("to"), files=dict(raw.get("files") or {}),
         launcher=launcher, lines=dict(raw.lines))
 
 
