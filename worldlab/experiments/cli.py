@@ -10,24 +10,8 @@ from __future__ import annotations
 from pathlib import Path
 
 
-def _print_plan(spec, root) -> None:
-    from .plan import plan
-    from .runner import is_done, job_argv
-    print(f"{spec.path}: {spec.title or spec.name} -> {spec.result}  (spec {spec.hash[:12]})")
-    for name, stages in spec.after.items():
-        print(f"  after: experiments/{name}.yaml stages {', '.join(stages)} (run first)")
-    for stage, jobs in plan(spec, root):
-        done = sum(is_done(root, spec, j) for j in jobs)
-        print(f"  {stage.name} [{stage.kind}]  {done}/{len(jobs)} done")
-        for job in jobs:
-            state = "done" if is_done(root, spec, job) else "todo"
-            shown = (" ".join(["python", *job_argv(job, root)[1:]]) if stage.kind != "ship"
-                     else f"ship {job.argv[1]} -> {job.argv[2]}")
-            print(f"    {state:4} {job.name}: {shown}")
-
-
 def _run(args) -> int:
-    from .runner import run_spec
+    from .runner import describe, run_spec
     from .spec import load_spec
     root = Path(args.root)
     paths = args.specs or sorted((root / "experiments").glob("*.yaml"))
@@ -44,7 +28,7 @@ def _run(args) -> int:
     for path in paths:
         spec = load_spec(path)
         if args.dry_run:
-            _print_plan(spec, root)
+            print(describe(spec, root))
             continue
         run_spec(spec, root=root, jobs=args.jobs, executor=args.executor, only=args.only,
                  allow_dirty=args.allow_dirty, slurm=slurm, progress=progress)

@@ -256,3 +256,21 @@ def _run_stage(spec, root, todo, jobs, executor, slurm, report, progress) -> Non
     if failed:
         raise RunError(f"{spec.name}: {len(failed)} job(s) failed: {', '.join(failed)}; "
                        f"finished jobs keep their stamps, run again to retry the rest")
+
+
+def describe(spec, root=".") -> str:
+    """The plan of `spec` (a path or a Spec) as text: each stage, each job's command line, and
+    what is done already (`run --dry-run` prints it; a notebook shows it before running)."""
+    root = Path(root).resolve()
+    spec = spec if isinstance(spec, Spec) else load_spec(spec)
+    lines = [f"{spec.path}: {spec.title or spec.name} -> {spec.result}  (spec {spec.hash[:12]})"]
+    lines += [f"  after: experiments/{name}.yaml stages {', '.join(stages)} (run first)"
+              for name, stages in spec.after.items()]
+    for stage, jobs in plan(spec, root):
+        done = [is_done(root, spec, j) for j in jobs]
+        lines.append(f"  {stage.name} [{stage.kind}]  {sum(done)}/{len(jobs)} done")
+        for job, finished in zip(jobs, done):
+            shown = (" ".join(["python", *job_argv(job, root)[1:]]) if stage.kind != "ship"
+                     else f"ship {job.argv[1]} -> {job.argv[2]}")
+            lines.append(f"    {'done' if finished else 'todo':4} {job.name}: {shown}")
+    return "\n".join(lines)
