@@ -173,6 +173,19 @@ def test_a_bad_spec_names_its_line_and_runs_nothing(tmp_path, edit, anchor, need
     assert not (root / "runs").exists(), "a bad spec must stop before any work"
 
 
+def test_a_shipped_result_does_not_make_the_tree_dirty(tmp_path):
+    from worldlab.experiments.ship import dirty
+    root = _repo(tmp_path)
+    (root / "data/results").mkdir(parents=True)
+    (root / "data/results/old.json").write_text("{}")
+    _git(root, "add", "-A")
+    _git(root, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "-m", "old")
+    (root / "data/results/old.json").write_text('{"shipped": 1}')  # what a ship stage does
+    assert not dirty(root)
+    (root / "experiments/tiny.yaml").write_text(TINY + "\n")
+    assert dirty(root)
+
+
 def test_a_dirty_tree_never_ships(tmp_path):
     root = _repo(tmp_path)
     (root / "experiments/tiny.yaml").write_text(TINY + "\n# edited\n")

@@ -13,6 +13,9 @@ from ..atomic import atomic_write_bytes, atomic_write_json
 from .spec import Spec
 
 
+RESULTS = "data/results"  # where shipped tables live (their own changes are not "dirty")
+
+
 class ShipError(ValueError):
     pass
 
@@ -27,8 +30,11 @@ def git(root: Path, *args: str) -> str:
 
 
 def dirty(root: Path) -> bool:
-    """Tracked files differ from the commit (untracked and ignored files do not count)."""
-    return bool(git(root, "status", "--porcelain", "--untracked-files=no"))
+    """Tracked files differ from the commit (untracked and ignored files do not count, nor
+    the shipped results themselves: a spec that ships two files, or two specs run one after
+    the other, measure with the same code)."""
+    return bool(git(root, "status", "--porcelain", "--untracked-files=no", "--", ".",
+                    f":!{RESULTS}"))
 
 
 def relative_paths(data, root: Path, where: str = "$"):
