@@ -95,7 +95,20 @@ def is_done(root: Path, spec: Spec, job: Job) -> bool:
     except (OSError, ValueError):
         return False
     return (stamp.get("command") == job.command
-            and all((root / o).exists() for o in job.outputs))
+            and all((root / o).exists() for o in job.outputs)
+            and (job.argv[:1] != ("ship",) or _shipped_here(root, spec, job.argv[2])))
+
+
+def _shipped_here(root: Path, spec: Spec, target: str) -> bool:
+    """The shipped file is this spec's (same hash) from this commit: a file put back by git,
+    or shipped before a new commit, ships again."""
+    from .ship import git
+    try:
+        shipped = json.loads((root / target).read_text())
+    except (OSError, ValueError):
+        return False
+    return (shipped.get("spec_hash") == spec.hash
+            and shipped.get("commit") == (git(root, "rev-parse", "HEAD") or None))
 
 
 def _stamp(root: Path, spec: Spec, job: Job) -> None:
