@@ -99,6 +99,8 @@ def test_local_and_submitit_ship_the_same_json(shipped):
     assert data["spec_hash"] == load_spec(a / "experiments/tiny.yaml").hash
     assert data["command"] == "python -m worldlab run experiments/tiny.yaml"
     assert data["psnr"] > 0
+    assert data["stages"] == {j: {"commit": head, "uncommitted_changes": False}
+                              for j in ("record/record", "train/ae", "train/ae_seed1")}
     rows = json.loads((a / "data/results/tiny_rows.json").read_text())
     assert rows["rows"]["seed0"] == {k: data[k] for k in rows["rows"]["seed0"]}
     assert rows["spec"] == "experiments/tiny.yaml" and set(rows["rows"]) == {"seed0", "seed1"}

@@ -113,9 +113,26 @@ def _shipped_here(root: Path, spec: Spec, target: str) -> bool:
 
 def _stamp(root: Path, spec: Spec, job: Job) -> None:
     import datetime
+
+    from .ship import dirty, git
     atomic_write_json(stamp_path(root, spec, job), {
         "command": job.command, "outputs": list(job.outputs),
+        "commit": git(root, "rev-parse", "HEAD") or None, "uncommitted_changes": dirty(root),
         "finished": datetime.datetime.now().isoformat(timespec="seconds")})
+
+
+def made_at(root: Path, spec: Spec, stages) -> dict[str, dict]:
+    """Where each finished job of `spec` ran: {"stage/job": {"commit", "uncommitted_changes"}}
+    from the stamps (what a shipped result records beside its own commit)."""
+    out = {}
+    for stage, jobs in stages:
+        for job in jobs:
+            if stage.kind == "ship" or not is_done(root, spec, job):
+                continue
+            stamp = json.loads(stamp_path(root, spec, job).read_text())
+            out[f"{stage.name}/{job.name}"] = {k: stamp.get(k) for k in
+                                               ("commit", "uncommitted_changes")}
+    return out
 
 
 # ---------------------------------------------------------------- executors
@@ -211,7 +228,7 @@ def run_spec(spec, root=".", jobs: int = 1, executor: str = "local", only=None,
             for job in todo:
                 _, source, target, *pairs = job.argv
                 ship(spec, root, json.loads(source), target, dict(zip(pairs[::2], pairs[1::2])),
-                     allow_dirty=allow_dirty)
+                     allow_dirty=allow_dirty, made_at=made_at(root, spec, stages))
                 _stamp(root, spec, job)
                 report[stage.name][job.name] = "ran"
                 if progress:

@@ -70,9 +70,11 @@ def _read(root: Path, source: str) -> dict:
 
 
 def ship(spec: Spec, root: Path, source: str | dict, target: str, files: dict[str, str],
-         allow_dirty: bool = False) -> list[Path]:
+         allow_dirty: bool = False, made_at: dict | None = None) -> list[Path]:
     """Write `source` (+ provenance) to `target` and copy `files`; returns what it wrote.
-    A mapping `source` (row name -> JSON) ships as {"rows": {name: that JSON}}.
+    A mapping `source` (row name -> JSON) ships as {"rows": {name: that JSON}}. `made_at`
+    (the runner's stamps: each job's commit) is recorded as `stages`, so a result whose jobs
+    ran at other commits than the ship says so; a job that ran on a dirty tree refuses.
     With uncommitted changes it refuses, or with `allow_dirty` writes a preview under
     runs/experiments/<name>/preview/ instead."""
     root = root.resolve()
@@ -84,12 +86,20 @@ def ship(spec: Spec, root: Path, source: str | dict, target: str, files: dict[st
     if meta["commit"] is None and not allow_dirty:
         raise ShipError(f"{spec.name}: {root} is not a git repository: nothing names the "
                         f"code that made the result")
+    made_at = made_at or {}
+    stained = [job for job, m in made_at.items() if m.get("uncommitted_changes")]
+    if stained and not allow_dirty:
+        raise ShipError(f"{spec.name}: {', '.join(stained)} ran with uncommitted changes; run "
+                        f"them again from a commit (delete their stamps under "
+                        f"runs/experiments/{spec.name}/)")
     data = ({"rows": {name: _read(root, path) for name, path in source.items()}}
             if isinstance(source, dict) else _read(root, source))
     data = relative_paths(data, root)
     for key in meta:
         data.pop(key, None)  # an earlier provenance, e.g. of a bench output, is replaced
-    out = {**({"title": spec.title} if spec.title else {}), **data, **meta}
+    data.pop("stages", None)
+    out = {**({"title": spec.title} if spec.title else {}), **data, **meta,
+           **({"stages": made_at} if made_at else {})}
     moved = lambda p: (root / "runs" / "experiments" / spec.name / "preview" / Path(p).name  # noqa: E731
                        if meta["uncommitted_changes"] else root / p)
     written = [atomic_write_json(moved(target), out)]
