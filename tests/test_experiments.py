@@ -226,3 +226,38 @@ def test_a_rerun_never_writes_over_a_shipped_world(tmp_path):
         run_spec(root / "experiments/tiny.yaml", root=root)
     assert (root / "data/tiny/index.json").read_text() == "{}"
     assert not (root / "runs").exists()
+
+
+@pytest.mark.parametrize("how", ["SIGTERM", "SIGKILL"])
+def test_a_stopped_runner_leaves_no_job_behind(tmp_path, how):
+    """A job's process ends with the runner: stopped (SIGTERM, as Ctrl-C) or killed."""
+    import os
+    import signal
+    import sys
+    import time
+
+    import psutil
+    spec = TINY.split("stages:")[0] + """stages:
+  - name: wait
+    kind: evaluate
+    run: scripts/wait.py runs/pid
+    outputs: [runs/never]
+"""
+    root = _repo(tmp_path, spec)
+    (root / "scripts").mkdir()
+    (root / "scripts/wait.py").write_text(
+        "import os, sys, time\nopen(sys.argv[1], 'w').write(str(os.getpid()))\ntime.sleep(120)\n")
+    (root / "runs").mkdir()
+    runner = subprocess.Popen([sys.executable, "-m", "worldlab", "run", "--root", str(root),
+                               str(root / "experiments/tiny.yaml")], cwd=root)
+    pid_file = root / "runs/pid"
+    for _ in range(300):
+        if pid_file.exists() and pid_file.read_text():
+            break
+        time.sleep(0.1)
+    job = psutil.Process(int(pid_file.read_text()))
+    os.kill(runner.pid, getattr(signal, how))
+    runner.wait(30)
+    job.wait(30)  # raises TimeoutExpired if the job outlived its runner
+    assert not job.is_running()
+    assert not (root / "runs/experiments/tiny/wait/wait.json").exists()  # no stamp

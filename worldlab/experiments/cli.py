@@ -10,6 +10,18 @@ from __future__ import annotations
 from pathlib import Path
 
 
+def _stop_on_sigterm() -> None:
+    """SIGTERM ends the run as Ctrl-C does: each running job is stopped before the runner
+    exits (a background shell ignores SIGINT, so `kill` is how a user stops a run there)."""
+    import signal
+    import threading
+
+    def interrupt(signum, frame):
+        raise KeyboardInterrupt(f"signal {signum}")
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGTERM, interrupt)
+
+
 def _run(args) -> int:
     from .runner import describe, run_spec
     from .spec import load_spec
@@ -25,6 +37,7 @@ def _run(args) -> int:
     def progress(stage, job, state):
         print(f"[{spec.name}] {stage}/{job}: {state}", flush=True)
 
+    _stop_on_sigterm()
     for path in paths:
         spec = load_spec(path)
         if args.dry_run:

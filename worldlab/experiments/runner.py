@@ -59,15 +59,21 @@ def job_env(job: Job) -> dict[str, str]:
 def run_command(argv: list[str], cwd: str, env: dict, log: str | None, started=None) -> int:
     """Run one job's process to its end (what submitit calls on the worker); the process
     is stopped if this one is interrupted. `started(proc)` is told of the child."""
+    from ..engines.reaper import release, start_guarded
     out = open(log, "ab") if log else None
-    proc = subprocess.Popen(argv, cwd=cwd, env=env, stdout=out,
-                            stderr=subprocess.STDOUT if out else None)
+    procs = []
+    # guarded: a runner killed outright (SIGKILL, a kernel killed) takes its jobs with it
+    guarded = start_guarded(lambda: procs.append(subprocess.Popen(
+        argv, cwd=cwd, env=env, stdout=out, stderr=subprocess.STDOUT if out else None)),
+        Path(argv[0]).name[:15])  # the name the kernel gives the process (15 characters)
+    proc = procs[0]
     if started:
         started(proc)
     try:
         return proc.wait()
     finally:
         stop(proc)
+        release(guarded)
         if out:
             out.close()
 
