@@ -202,7 +202,8 @@ def run_spec(spec, root=".", jobs: int = 1, executor: str = "local", only=None,
              progress=None) -> dict:
     """Run what is not done of `spec` (a path or a Spec); returns {stage: {job: state}},
     state one of done (skipped), ran, planned (dry run). `only` limits the run to the named
-    stages (their inputs must exist). `progress(stage, job, state)` is told of each job."""
+    stages (their inputs must exist). `progress(stage, job, state)` is told of each job:
+    queued (handed to the executor, `jobs` run at once), then ran or failed; done if skipped."""
     root = Path(root).resolve()
     spec = spec if isinstance(spec, Spec) else load_spec(spec)
     if jobs < 1:
@@ -271,7 +272,7 @@ def _run_stage(spec, root, todo, jobs, executor, slurm, report, progress) -> Non
             log = stamp_path(root, spec, job).with_suffix(".log")
             log.parent.mkdir(parents=True, exist_ok=True)
             if progress:
-                progress(job.stage, job.name, "started")
+                progress(job.stage, job.name, "queued")
             futures.append((job, log, pool.submit(job_argv(job, root), str(root),
                                                   job_env(job), str(log) if quiet else None)))
         for job, log, future in futures:
