@@ -23,6 +23,7 @@ the recipes (`recipes.py`, `distill.py`, `decoder.py`, `long_horizon.py`, `memor
 
 from __future__ import annotations
 
+import argparse
 import ast
 from typing import Any
 
@@ -32,7 +33,7 @@ from .checkpoints import latest_checkpoint, load_transformer
 from ..episodes import EpisodeStore
 from .depth_head import MAX_TRAIN_FRAMES, load_depth_head
 from .long_horizon import METHODS
-from .memory import VARIANTS as MEMORY_VARIANTS
+from .memory import REVISIT_OVERLAP, VARIANTS as MEMORY_VARIANTS
 
 
 class Progress:
@@ -203,6 +204,7 @@ def _cli_memory(args) -> int:
     with Progress(f"memory ({args.variant})") as progress:
         run = finetune(args.start, args.variant, store, args.out, steps=args.steps,
                        batch_size=args.batch_size, seed=args.seed, ids=ids, depth_head=head,
+                       min_overlap=args.min_overlap, latents=args.latents,
                        device=args.device, resume=args.resume, **progress.hooks)
     print(f"step {run.state['step']}: loss {run.state.get('loss', float('nan')):.4f}; package "
           f"it with: train package --autoencoder {args.start}/autoencoder --world {args.out} "
@@ -334,6 +336,17 @@ def _add_common(p) -> None:
                         "continue from --out's checkpoint if it has one, else start here")
 
 
+def _share(text: str) -> float:
+    """An argparse type: a share in [0, 1]."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = float("nan")
+    if not 0.0 <= value <= 1.0:
+        raise argparse.ArgumentTypeError(f"expected a share in [0, 1], got {text!r}")
+    return value
+
+
 def _finetune_arguments(parser, steps: int) -> None:
     """What a fine-tune from another world shares (long-horizon, memory)."""
     parser.add_argument("--start", required=True, help="world directory, e.g. "
@@ -440,6 +453,13 @@ def configure_cli(parser) -> None:
                     help="train on the first N episodes of the store (default all)")
     me.add_argument("--depth-head", default=None, metavar="DIR",
                     help="the depth head of the 'own' 3D cache (train depth-head's out/model)")
+    me.add_argument("--latents", default=None,
+                    help="latent cache of the start's autoencoder (default <data>/latents)")
+    me.add_argument("--min-overlap", type=_share, default=REVISIT_OVERLAP, metavar="SHARE",
+                    help="train on the clips whose last chunk comes back by at least this "
+                         "share to a view older than the window (default %(default)s: "
+                         "revisits only); 0 trains on every clip, as a world that reads "
+                         "its 3D cache every chunk needs")
     _finetune_arguments(me, steps=300)
     me.set_defaults(func=_cli_memory)
     p = sub.add_parser("package", help="assemble a world directory from training outputs",

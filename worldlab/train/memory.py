@@ -222,7 +222,7 @@ def cache3d_latents(store: EpisodeStore, windows: list[tuple[str, int]], clip_fr
 
 def finetune(start, variant: str, store, out=None, *, steps: int = 300, batch_size: int = 16,
              seed: int = 0, ids: list[str] | None = None, depth_head=None,
-             min_overlap: float = REVISIT_OVERLAP,
+             min_overlap: float = REVISIT_OVERLAP, latents=None,
              device: str = "auto", resume: bool = False, callbacks=(), on_start=None,
              progress=None):
     """Fine-tune the world directory `start` with the memory `variant` on clips of episodes
@@ -256,7 +256,7 @@ def finetune(start, variant: str, store, out=None, *, steps: int = 300, batch_si
         return MemoryClips(store, cache, clip_frames, f, cfg.memory, K, (size, size),
                            cfg.model.window_chunks, ids, data_device, c3d, windows)
 
-    return world(store, cfg, out, autoencoder=Path(w.path) / "autoencoder",
+    return world(store, cfg, out, autoencoder=Path(w.path) / "autoencoder", latents=latents,
                  captions=w.captions, ids=ids, init=None if resume else Path(w.path) / "world",
                  device=device, resume=resume, callbacks=callbacks, on_start=on_start,
                  clips=clips, load_init=load_base)
