@@ -1,7 +1,9 @@
 """Generating from an engine episode: a world continues the episode's true frames under its
 actions, poses and prompts (`generate`), the step every protocol and predictor shares. It
-streams on the plain KV stream (`memory.stream`, memory off): the protocols that score a
-memory stream it with `memory_rollout`.
+streams with the world's own memory (`memory.stream`; all off: the plain KV stream), so a
+world that reads its 3D cache every chunk (the geometry input) gets it here too: the true
+context frames are fused, then each generated chunk's decoded frames. The revisit protocol's
+whole-episode rollouts and their costs are `memory_rollout`'s.
 
 Shape legend: t frames, n chunks, f frames per chunk, k = 3 caption fields, e text width.
 """
@@ -11,8 +13,8 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from ..config import check_sampling_steps
-from ..memory.stream import NO_MEMORY, world_stream
+from ..config import check_sampling_steps, uses_memory
+from ..memory.stream import world_stream
 from ..model.sampler import chunk_conditions
 from ..pretrained import World
 
@@ -38,7 +40,9 @@ def generate(world: World, episode, start: int, context: int, frames: int,
     """Frames [start + context, start + frames) generated from the true frames
     [start, start + context), driven by the episode's (or the given) actions and poses;
     context and frames are whole chunks. One generator (on the world's device, from `seed`)
-    draws each chunk's noise and, with sample.context_noise, the noise of its context."""
+    draws each chunk's noise and, with sample.context_noise, the noise of its context. A
+    world with memory.cache3d="oracle" fuses the episode's depth of the frames before each
+    chunk (never of the chunk generated)."""
     f, dev, cfg = world.chunk_frames, world.device, world.config.sample
     if context % f or frames % f or not 0 <= context < frames:
         raise ValueError(f"context={context} and frames={frames} must be multiples of "
@@ -46,10 +50,12 @@ def generate(world: World, episode, start: int, context: int, frames: int,
     check_sampling_steps(world.config, steps or cfg.steps)
     ctx = world.encode(episode.rgb[start:start + context])  # (1, context, c, h, w)
     conditions = episode_conditions(world, episode, start, frames, actions, c2w)
-    stream = world_stream(world, memory=NO_MEMORY)
+    stream = world_stream(world, episode.K[0] if uses_memory(world.config.memory) else None)
     g = torch.Generator(device=dev).manual_seed(seed)
     for j in range(context // f):
-        stream.append_truth(ctx[:, j * f:(j + 1) * f], chunk_conditions(j, f, *conditions))
+        s = slice(start + j * f, start + (j + 1) * f)
+        stream.append_truth(ctx[:, j * f:(j + 1) * f], chunk_conditions(j, f, *conditions),
+                            episode.rgb[s], _depth(episode, s))
     out = []
     for j in range(context // f, frames // f):
         cond = chunk_conditions(j, f, *conditions)
@@ -58,4 +64,13 @@ def generate(world: World, episode, start: int, context: int, frames: int,
         out.append(stream.generate(noise, cond, steps))
         if j < frames // f - 1:  # the last chunk has nobody left to attend to it
             stream.append(out[-1], cond, g)
+            if stream.points is not None:  # the 3D cache fuses what the world drew
+                s = slice(start + j * f, start + (j + 1) * f)
+                stream.observe(world.decode(out[-1]), _depth(episode, s))
     return world.decode(torch.cat(out, dim=1))
+
+
+def _depth(episode, frames: slice):
+    """The episode's depth of `frames`, or None when it has none (read by the oracle 3D
+    cache only)."""
+    return None if episode.depth is None else episode.depth[frames]

@@ -43,6 +43,11 @@ class DiamondPredictor:
     def size(self) -> int:
         return self.model.cfg.size
 
+    @property
+    def context_chunks(self) -> int:
+        """The chunks that hold its `context_frames` (the context it was trained with)."""
+        return -(-self.model.cfg.context_frames // self.chunk_frames)
+
     @torch.no_grad()
     def predict(self, episode, start: int, context: int, frames: int,
                 actions: np.ndarray | None = None, c2w: np.ndarray | None = None,

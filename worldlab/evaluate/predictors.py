@@ -2,7 +2,8 @@
 true frames, driven by the episode's controls and prompts.
 
 A predictor has `name`, `size` (frame side), `chunk_frames` (the granularity of its context:
-protocols start and score on multiples of it) and
+protocols start and score on multiples of it), optionally `context_chunks` (the context it
+was trained with, which the next-chunk protocol gives it; 1 when absent) and
 
     predict(episode, start, context, frames, actions=None, c2w=None, seed=0)
         -> uint8 (frames - context, h, w, 3): the frames [start + context, start + frames)
@@ -44,6 +45,11 @@ class WorldPredictor:
     @property
     def chunk_frames(self) -> int:
         return self.world.chunk_frames
+
+    @property
+    def context_chunks(self) -> int:
+        """The context it was trained with: its KV window."""
+        return self.world.config.model.window_chunks
 
     def predict(self, episode, start: int, context: int, frames: int,
                 actions: np.ndarray | None = None, c2w: np.ndarray | None = None,

@@ -1,6 +1,6 @@
-"""`python -m worldlab table worlds | memory | long-horizon | fast-decoder`: a shipped table's
-JSON from evaluation outputs (or, for worlds and fast-decoder, from measuring), written
-atomically to --out (default runs/tables/<name>.json) without provenance: the experiment
+"""`python -m worldlab table worlds | memory | long-horizon | fast-decoder | geometry`: a
+shipped table's JSON from evaluation outputs (or, for worlds, fast-decoder and geometry,
+from measuring), written atomically to --out (default runs/tables/<name>.json) without provenance: the experiment
 runner's ship stage adds the spec, commit and command. Strips (PNG) go beside the JSON.
 
     python -m worldlab table memory --report runs/memory/eval/revisit.json --best retrieval
@@ -8,9 +8,11 @@ runner's ship stage adds the spec, commit and command. Strips (PNG) go beside th
         --best self_rollout
     python -m worldlab table worlds --autoencoders a=runs/a/model,b=resample:4
     python -m worldlab table fast-decoder --fast runs/fast_decoder/model
+    python -m worldlab table geometry --model none=runs/geometry/worlds/none \
+        --model cache3d_own=runs/geometry/worlds/cache3d_own --reference none
 
 Each sub-command is one module (`compare_worlds`, `memory_table`, `long_table`,
-`fast_decoder_table`), imported only when chosen; its arguments are spelled here.
+`fast_decoder_table`, `geometry_table`), imported only when chosen; its arguments are spelled here.
 """
 
 from __future__ import annotations
@@ -106,6 +108,21 @@ def _fast_decoder(p) -> None:
                    help="the command that trained --fast, recorded in the JSON")
 
 
+def _geometry(p) -> None:
+    p.add_argument("--model", action="append", required=True, metavar="NAME=DIR",
+                   help="a world to score (repeat; rows NAME_seedN are NAME's other seeds)")
+    p.add_argument("--reference", required=True,
+                   help="the variant every other is paired with, seed by seed")
+    p.add_argument("--walks", type=int, default=32, help="held-out walks per map set")
+    p.add_argument("--frames", type=int, default=64, help="frames per walk")
+    p.add_argument("--starts", type=int, default=4, help="scored chunks per walk")
+    p.add_argument("--seed", type=int, default=1_000_000, help="the first walk's seed")
+    p.add_argument("--budget", default="", help="the training budget, in words")
+    p.add_argument("--cache", default="runs/geometry/scores",
+                   help="each world's scores, so a rerun measures only what is missing")
+    p.add_argument("--threads", type=int, default=2)
+
+
 # sub-command -> (module with cli(args), the table's default JSON under runs/tables/, its
 # arguments, help): a new table is a module plus one line here
 TABLE_COMMANDS: dict[str, tuple] = {
@@ -117,6 +134,8 @@ TABLE_COMMANDS: dict[str, tuple] = {
                      "the long-horizon methods' scores, pooled over seeds"),
     "fast-decoder": ("worldlab.evaluate.fast_decoder_table", "fast_decoder.json", _fast_decoder,
                      "the fast decoder against the full one: quality and speed"),
+    "geometry": ("worldlab.evaluate.geometry_table", "geometry_world.json", _geometry,
+                 "worlds with and without the geometry input against warp-last, next chunk"),
 }
 
 
