@@ -58,11 +58,32 @@ def test_oracle_scores_the_autoencoder_ceiling(setup):
     world = oracle_world(setup, "truth")
     f = world.chunk_frames
     r = next_chunk(world, setup[2], starts_per_episode=3)
-    assert r["next_chunk_samples"] == 6
+    ctx = world.config.model.window_chunks * f  # the context the world was trained with
+    assert r["next_chunk_context_frames"] == ctx
+    assert r["next_chunk_samples"] == 2 * min(3, (FRAMES - ctx - f) // f + 1)
+    assert r["next_chunk_short_episodes"] == 0
     assert r["next_chunk_psnr"] == pytest.approx(r["autoencoder_psnr"], abs=0.05)
     assert r["baseline_repeat_psnr"] == pytest.approx(repeat_db(np.arange(1, f + 1)).mean())
     # a flat frame warped anywhere is the same flat frame: the warp baseline is repeat-last
     assert r["baseline_warp_psnr"] == pytest.approx(r["baseline_repeat_psnr"])
+
+
+def test_next_chunk_context_is_a_choice_and_short_walks_are_counted(setup):
+    world = oracle_world(setup, "truth")
+    f = world.chunk_frames
+    one = next_chunk(world, setup[2], starts_per_episode=3, context_chunks=1)
+    assert one["next_chunk_context_frames"] == f and one["next_chunk_samples"] == 6
+    assert len(one["baseline_warp_psnr_per_episode"]) == 2
+    # a walk with room for less context gets what it has room for; one without any is out
+    short = [setup[2][0], straight_walk(setup[2][1].rgb[:2 * f], 1, 0.2),
+             straight_walk(setup[2][1].rgb[:f], 1, 0.2)]
+    r = next_chunk(world, short, starts_per_episode=3, context_chunks=2)
+    assert r["next_chunk_context_capped"] == 1 and r["next_chunk_short_episodes"] == 1
+    assert len(r["next_chunk_psnr_per_episode"]) == 2
+    with pytest.raises(ValueError, match="no episode has room for a chunk of context"):
+        next_chunk(world, short[2:], context_chunks=1)
+    with pytest.raises(ValueError, match="context_chunks must be a positive number"):
+        next_chunk(world, setup[2], context_chunks=0)
 
 
 def test_drift_curve_of_the_oracle_and_of_repeat_last(setup):

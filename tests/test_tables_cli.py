@@ -185,3 +185,43 @@ def test_bad_inputs_name_the_path_and_what_was_expected(tmp_path, capsys):
     assert run(["table", "memory", "--report", str(missing), "--best", "none"]) == 2
     err = capsys.readouterr().err.splitlines()
     assert err[0].startswith("python -m worldlab: error: ") and str(missing) in err[0]
+
+
+def _next_chunk_scores(model: list[float], warp: list[float]) -> dict:
+    """What `protocols.next_chunk` gives per map set, for per-walk values."""
+    return {"next_chunk_psnr_per_episode": model, "baseline_warp_psnr_per_episode": warp,
+            "baseline_repeat_psnr_per_episode": [w - 2.0 for w in warp],
+            "autoencoder_psnr_per_episode": [w + 5.0 for w in warp],
+            "next_chunk_short_episodes": 0, "next_chunk_context_frames": 12,
+            "next_chunk_samples": 4 * len(model)}
+
+
+def test_geometry_table_pairs_each_seed_with_the_reference_of_that_seed(tmp_path):
+    from worldlab.evaluate.geometry_table import _block, parse_models
+
+    warp = [20.0, 21.0, 22.0]
+    per_walk = {"none": [20.0, 21.0, 22.0], "none_seed1": [21.0, 22.0, 23.0],
+                "geo": [21.0, 22.0, 23.0], "geo_seed1": [23.0, 24.0, 25.0]}
+    scores = {n: {"training_maps": _next_chunk_scores(v, warp)} for n, v in per_walk.items()}
+    block = _block(scores, "training_maps", "none")
+    geo, none = block["variants"]["geo"], block["variants"]["none"]
+    assert geo["next_chunk_psnr"] == pytest.approx(23.0) and geo["seeds"] == 2
+    assert geo["per_seed"] == {"geo": 22.0, "geo_seed1": 24.0}
+    # geo - none is 1 dB at seed 0 and 2 dB at seed 1, on every walk: 1.5 dB, no spread
+    assert geo["paired_vs_none"]["mean"] == pytest.approx(1.5)
+    assert geo["paired_vs_none"]["lo"] == pytest.approx(1.5)
+    assert geo["vs_warp_last"]["mean"] == pytest.approx(2.0)
+    assert "paired_vs_none" not in none and none["vs_warp_last"]["mean"] == pytest.approx(0.5)
+    assert block["baselines"]["warp_last"]["mean"] == pytest.approx(21.0)
+    assert block["baselines"]["autoencoder"]["mean"] == pytest.approx(26.0)
+    assert block["walks"] == 3 and block["context_frames"] == 12
+    with pytest.raises(ValueError, match="geo's seeds need none's of the same seed.*none_seed1"):
+        _block({k: v for k, v in scores.items() if k != "none_seed1"}, "training_maps", "none")
+    with pytest.raises(ValueError, match="--model takes NAME=DIR, got 'geo'"):
+        parse_models(["geo"])
+    with pytest.raises(ValueError, match="--model 'geo' is given twice"):
+        parse_models(["geo=a", "geo=b"])
+    with pytest.raises(ValueError, match="--reference 'nope' is not a --model"):
+        main(["table", "geometry", "--model", "geo=a", "--reference", "nope"])
+    with pytest.raises(ValueError, match="--seed must be a held-out seed"):
+        main(["table", "geometry", "--model", "geo=a", "--reference", "geo", "--seed", "5"])

@@ -72,22 +72,25 @@ def next_chunk(world, episodes, starts_per_episode: int = 4, seed: int = 0,
     predictor was trained with, its `context_chunks`: a world's KV window), at several start
     points per episode (`world`: a World, sampled with `steps` (default its own), or any
     predictor), beside repeat-last and warp-last from the last true frame; the autoencoder's
-    reconstruction (the ceiling) only for a world. `*_per_episode`: the episode means the
-    suite's intervals and the paired differences are drawn from (episodes too short for the
-    context and a chunk are left out, and counted in `next_chunk_short_episodes`)."""
+    reconstruction (the ceiling) only for a world. An episode too short for that context and
+    a chunk gets the context it has room for (counted in `next_chunk_context_capped`); one
+    without room for one chunk of context is left out (`next_chunk_short_episodes`).
+    `*_per_episode`: the episode means the suite's intervals and the paired differences are
+    drawn from."""
     pred = as_predictor(world, steps)
     ae_world = getattr(pred, "world", None)  # a World (or a WorldPredictor's) has a ceiling
     f = pred.chunk_frames
     k = context_chunks if context_chunks is not None else getattr(pred, "context_chunks", 1)
     if not (isinstance(k, (int, np.integer)) and k >= 1):
         raise ValueError(f"context_chunks must be a positive number of chunks, got {k!r}")
-    ctx = int(k) * f
-    rows = []  # per start: episode, model psnr, ssim, repeat, warp, recon
+    rows, capped = [], 0  # rows per start: episode, model psnr, ssim, repeat, warp, recon
     rng = np.random.default_rng(seed)
     for e, ep in enumerate(episodes):
-        last_start = (len(ep) - ctx - f) // f
-        if last_start < 0:
+        ctx = min(int(k), len(ep) // f - 1) * f
+        if ctx < f:
             continue
+        capped += ctx < k * f
+        last_start = (len(ep) - ctx - f) // f
         for start in sorted(rng.choice(last_start + 1, min(starts_per_episode, last_start + 1),
                                        replace=False) * f):
             at = start + ctx  # the scored chunk's first frame
@@ -101,8 +104,8 @@ def next_chunk(world, episodes, starts_per_episode: int = 4, seed: int = 0,
                          frame_psnr(repeat_baseline(ep.rgb[at - 1], f), true).mean(),
                          warp, recon))
     if not rows:
-        raise ValueError(f"no episode is long enough for {ctx} context frames and a "
-                         f"{f}-frame chunk (longest: {max(map(len, episodes), default=0)})")
+        raise ValueError(f"no episode has room for a chunk of context and a {f}-frame chunk "
+                         f"(longest: {max(map(len, episodes), default=0)} frames)")
     r = np.array(rows, dtype=np.float64)
     mean = lambda k: None if np.isnan(r[:, k]).all() else float(np.nanmean(r[:, k]))  # noqa: E731
     per_episode = lambda k: [float(r[r[:, 0] == e, k].mean())  # noqa: E731
@@ -110,7 +113,7 @@ def next_chunk(world, episodes, starts_per_episode: int = 4, seed: int = 0,
     return {"next_chunk_psnr": mean(1), "next_chunk_ssim": mean(2),
             "baseline_repeat_psnr": mean(3), "baseline_warp_psnr": mean(4),
             "autoencoder_psnr": mean(5), "next_chunk_samples": len(r),
-            "next_chunk_context_frames": ctx,
+            "next_chunk_context_frames": int(k) * f, "next_chunk_context_capped": capped,
             "next_chunk_short_episodes": len(episodes) - len(set(r[:, 0].astype(int))),
             "next_chunk_psnr_per_episode": per_episode(1),
             "baseline_repeat_psnr_per_episode": per_episode(3),
