@@ -97,7 +97,9 @@ def bench_inference(checkpoint=None, chunks: int = 6, episodes: int = 4,
               for name, overrides in SETTINGS[dev.type].items()}
     base = worlds["none"]
     speed = stream_side_by_side(worlds, chunks)
-    eps = heldout_episodes(base.config.data.engine, episodes, 4 * base.chunk_frames, base.size)
+    # room for the trained context (the KV window) and two scored chunks per episode
+    frames = (base.config.model.window_chunks + 2) * base.chunk_frames
+    eps = heldout_episodes(base.config.data.engine, episodes, frames, base.size)
     scores = {name: next_chunk(w, eps, starts_per_episode=2) for name, w in worlds.items()}
     psnr = {name: s["next_chunk_psnr"] for name, s in scores.items()}
     rows = [_row(name, speed[name], psnr[name], speed["none"], psnr["none"],
