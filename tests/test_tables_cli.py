@@ -197,7 +197,8 @@ def _next_chunk_scores(model: list[float], warp: list[float]) -> dict:
 
 
 def test_geometry_table_pairs_each_seed_with_the_reference_of_that_seed(tmp_path):
-    from worldlab.evaluate.geometry_table import _block, parse_models
+    from worldlab.evaluate.geometry_table import _block
+    from worldlab.evaluate.table_io import parse_models
 
     warp = [20.0, 21.0, 22.0]
     per_walk = {"none": [20.0, 21.0, 22.0], "none_seed1": [21.0, 22.0, 23.0],

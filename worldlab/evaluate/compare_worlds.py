@@ -32,7 +32,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from ..atomic import atomic_write, atomic_write_json
+from ..atomic import atomic_write
 from ..engines import make_engine
 from ..episodes import EpisodeStore, level_coverage
 from ..loading import load_module, read_model_config
@@ -43,7 +43,7 @@ from ..viz import to_png_bytes
 from .protocols import HELDOUT_SEED, autoencoder_scores, heldout_episodes, quick_suite
 from .stats import combine_seeds, seed_groups
 from .strip import reconstruction_strip, rollout_strip
-from .table_io import beside, relative, write_table
+from .table_io import beside, cached, relative, write_table
 
 TRAIN_MAPS, HELDOUT_MAP = ("MAP01", "MAP02", "MAP03"), ("MAP04",)
 OPTS = {"monsters": "invulnerable"}
@@ -53,15 +53,6 @@ WORLD_KEYS = ("next_chunk_psnr", "baseline_repeat_psnr", "baseline_warp_psnr",
               "autoencoder_psnr", "rollout_psnr", "baseline_repeat_rollout_psnr")
 AE_KEYS = ("psnr", "ssim", "sharpness_ratio", "colour_distance")
 AE_BARS = {"psnr": 30.0, "sharpness_ratio": 0.7}  # the world issue's, on the training maps
-
-
-def cached(path: Path, measure):
-    """The JSON at `path`, measured and written first if missing."""
-    if path.exists():
-        return json.loads(path.read_text())
-    value = measure()
-    atomic_write_json(path, value)
-    return value
 
 
 def slot(cache: Path, part: str, source) -> Path:

@@ -17,18 +17,16 @@ is missing. Shape legend: w walks.
 
 from __future__ import annotations
 
-import json
 import time
 from pathlib import Path
 
 import numpy as np
 import torch
 
-from ..atomic import atomic_write_json
 from ..pretrained import load_world
 from .protocols import HELDOUT_SEED, heldout_episodes, next_chunk
-from .stats import bootstrap, paired, pool_seeds, seed_groups
-from .table_io import relative, write_table
+from .stats import bootstrap, paired, paired_seed_rows, seed_groups
+from .table_io import cached, parse_models, relative, write_table
 
 MAP_SETS = {"training_maps": ("MAP01", "MAP02", "MAP03"), "heldout_map": ("MAP04",)}
 HELDOUT_MAP_OFFSET = 100_000  # the held-out map's walks start this far above --seed
@@ -37,32 +35,13 @@ BASELINES = {"repeat_last": "baseline_repeat_psnr", "warp_last": "baseline_warp_
              "autoencoder": "autoencoder_psnr"}
 
 
-def parse_models(items: list[str]) -> dict[str, Path]:
-    """["name=dir", ...] -> {name: Path}; a name given twice or an item without "=" is an
-    error naming it."""
-    models: dict[str, Path] = {}
-    for item in items:
-        name, sep, path = item.partition("=")
-        if not sep or not name or not path:
-            raise ValueError(f"--model takes NAME=DIR, got {item!r}")
-        if name in models:
-            raise ValueError(f"--model {name!r} is given twice")
-        models[name] = Path(path)
-    return models
-
-
-def _scores(name: str, path: Path, walks: dict[str, list], starts: int, cache: Path) -> dict:
-    """{map set: next_chunk's output} of the world at `path`, cached as JSON per world."""
-    out = cache / f"{name}.json"
-    if out.exists():
-        return json.loads(out.read_text())
+def _scores(path: Path, walks: dict[str, list], starts: int) -> dict:
+    """{map set: next_chunk's output} of the world at `path`."""
     world = load_world(path, device="cpu")
     t0 = time.perf_counter()
     scores = {k: next_chunk(world, eps, starts, seed=0) for k, eps in walks.items()}
-    scores["seconds"] = time.perf_counter() - t0
-    scores["sampling_steps"] = world.config.sample.steps
-    atomic_write_json(out, scores)
-    return scores
+    return {**scores, "seconds": time.perf_counter() - t0,
+            "sampling_steps": world.config.sample.steps}
 
 
 def _block(scores: dict[str, dict], key: str, reference: str) -> dict:
@@ -76,21 +55,13 @@ def _block(scores: dict[str, dict], key: str, reference: str) -> dict:
                          f"{ {n: len(v) for n, v in per_walk.items()} }")
     warp = first["baseline_warp_psnr_per_episode"]
     rows = {}
-    for base, names in seed_groups(scores).items():
-        pooled = pool_seeds({n: per_walk[n] for n in names})
-        row = {"next_chunk_psnr": pooled["mean"],
-               "next_chunk_psnr_ci": [pooled["lo"], pooled["hi"]],
-               "per_seed": pooled["per_seed"], "seeds": pooled["seeds"],
-               "vs_warp_last": paired(np.mean([per_walk[n] for n in names], 0), warp)}
-        if base != reference:
-            pairs = [(n, n.replace(base, reference, 1)) for n in names]
-            missing = [r for _, r in pairs if r not in per_walk]
-            if missing:
-                raise ValueError(f"{base}'s seeds need {reference}'s of the same seed: "
-                                 f"{missing} was not given")
-            diff = np.mean([np.subtract(per_walk[n], per_walk[r]) for n, r in pairs], 0)
-            row[f"paired_vs_{reference}"] = bootstrap(diff)
-        rows[base] = row
+    for base, row in paired_seed_rows(per_walk, reference).items():
+        names = list(row["per_seed"])
+        rows[base] = {"next_chunk_psnr": row["mean"], "next_chunk_psnr_ci": [row["lo"],
+                                                                            row["hi"]],
+                      **{k: v for k, v in row.items() if k in ("per_seed", "seeds")
+                         or k.startswith("paired_vs_")},
+                      "vs_warp_last": paired(np.mean([per_walk[n] for n in names], 0), warp)}
     baselines = {name: bootstrap(first[f"{k}_per_episode"]) for name, k in BASELINES.items()}
     return {"walks": len(warp), "short_walks": first["next_chunk_short_episodes"],
             "context_frames": first["next_chunk_context_frames"],
@@ -113,7 +84,8 @@ def cli(args) -> int:
              for k, (name, maps) in enumerate(MAP_SETS.items())}
     cache = Path(args.cache)
     cache.mkdir(parents=True, exist_ok=True)
-    scores = {n: _scores(n, p, walks, args.starts, cache) for n, p in models.items()}
+    scores = {n: cached(cache / f"{n}.json", lambda p=p: _scores(p, walks, args.starts))
+              for n, p in models.items()}
     table = {"what": "next chunk from the context each world was trained with, beside "
                      "repeat-last, warp-last (the last true frame moved into the next poses "
                      "with the engine's depth) and the autoencoder; each variant paired walk "

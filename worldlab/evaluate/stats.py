@@ -178,3 +178,34 @@ def combine_seeds(rows: dict, keys: tuple[str, ...], per_walk=None) -> dict:
             if walks and all(w is not None for w in walks.values()):
                 out[base][key]["walks"] = pool_seeds(walks)
     return out
+
+
+def paired_seed_rows(per_walk: dict, reference: str, resamples: int = RESAMPLES,
+                     level: float = LEVEL) -> dict:
+    """Variants trained at several seeds ({row name "x" / "x_seed1": per-walk values}, every
+    row on the same walks), each pooled over its seeds (`pool_seeds`: "mean", "lo", "hi",
+    "per_seed", "seeds") and, but `reference`, paired walk by walk with `reference`'s row of
+    the same seed, the difference averaged over seeds ("paired_vs_<reference>": "mean",
+    "lo", "hi", "n").
+
+    >>> rows = paired_seed_rows({"a": [1.0, 2.0], "b": [2.0, 4.0]}, "a")
+    >>> rows["b"]["mean"], rows["b"]["paired_vs_a"]["mean"], "paired_vs_a" in rows["a"]
+    (3.0, 1.5, False)
+    """
+    groups = seed_groups(per_walk)
+    if reference not in groups:
+        raise ValueError(f"the reference {reference!r} is not a row (rows: {sorted(groups)})")
+    out = {}
+    for base, names in groups.items():
+        out[base] = pool_seeds({n: per_walk[n] for n in names}, resamples, level)
+        if base == reference:
+            continue
+        pairs = [(n, reference + n[len(base):]) for n in names]
+        missing = [r for _, r in pairs if r not in per_walk]
+        if missing:
+            raise ValueError(f"{base}'s seeds need {reference}'s of the same seed: {missing} "
+                             f"was not given")
+        diff = np.mean([_values(per_walk[n]) - _values(per_walk[r]) for n, r in pairs], 0)
+        kept = np.isfinite(diff)
+        out[base][f"paired_vs_{reference}"] = bootstrap(diff[kept], resamples, level)
+    return out

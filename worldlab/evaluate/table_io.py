@@ -38,6 +38,20 @@ def read_json(path, keys: tuple[str, ...], what: str) -> dict:
     return data
 
 
+def parse_models(items: list[str]) -> dict[str, Path]:
+    """["name=dir", ...] -> {name: Path}; a name given twice or an item without "=" is an
+    error naming it."""
+    models: dict[str, Path] = {}
+    for item in items:
+        name, sep, path = item.partition("=")
+        if not sep or not name or not path:
+            raise ValueError(f"--model takes NAME=DIR, got {item!r}")
+        if name in models:
+            raise ValueError(f"--model {name!r} is given twice")
+        models[name] = Path(path)
+    return models
+
+
 def relative(path) -> str:
     """`path` as a table records it: relative to the repository root (a relative path is
     kept as given)."""
@@ -51,6 +65,17 @@ def beside(out, name: str) -> Path:
         raise ValueError(f"a strip is written beside the table's JSON: give a file name, "
                          f"not the path {name!r}")
     return Path(out).with_name(name)
+
+
+def cached(path, measure):
+    """The JSON at `path`, measured (`measure()`) and written first if missing: a table's
+    parts, so a rerun measures only what is missing."""
+    path = Path(path)
+    if path.exists():
+        return json.loads(path.read_text())
+    value = measure()
+    atomic_write_json(path, value)
+    return value
 
 
 def write_table(out, table: dict) -> Path:

@@ -1,7 +1,8 @@
-"""`python -m worldlab table worlds | memory | long-horizon | fast-decoder | geometry`: a
-shipped table's JSON from evaluation outputs (or, for worlds, fast-decoder and geometry,
-from measuring), written atomically to --out (default runs/tables/<name>.json) without provenance: the experiment
-runner's ship stage adds the spec, commit and command. Strips (PNG) go beside the JSON.
+"""`python -m worldlab table worlds | memory | long-horizon | fast-decoder | geometry |
+recall`: a shipped table's JSON from evaluation outputs (or, for worlds, fast-decoder,
+geometry and recall, from measuring), written atomically to --out (default
+runs/tables/<name>.json) without provenance: the experiment runner's ship stage adds the
+spec, commit and command. Strips (PNG) go beside the JSON.
 
     python -m worldlab table memory --report runs/memory/eval/revisit.json --best retrieval
     python -m worldlab table long-horizon --report runs/long/report/long.json \
@@ -12,7 +13,7 @@ runner's ship stage adds the spec, commit and command. Strips (PNG) go beside th
         --model cache3d_own=runs/geometry/worlds/cache3d_own --reference none
 
 Each sub-command is one module (`compare_worlds`, `memory_table`, `long_table`,
-`fast_decoder_table`, `geometry_table`), imported only when chosen; its arguments are spelled here.
+`fast_decoder_table`, `geometry_table`, `recall_table`), imported only when chosen; its arguments are spelled here.
 """
 
 from __future__ import annotations
@@ -123,6 +124,24 @@ def _geometry(p) -> None:
     p.add_argument("--threads", type=int, default=2)
 
 
+def _recall(p) -> None:
+    p.add_argument("--model", action="append", required=True, metavar="NAME=DIR",
+                   help="a world to score (repeat; rows NAME_seedN are NAME's other seeds)")
+    p.add_argument("--reference", required=True,
+                   help="the variant every other is paired with, seed by seed")
+    p.add_argument("--engine", choices=("doom", "procedural"), default="doom")
+    p.add_argument("--maps", default="MAP04", help="DOOM maps of the walks (comma-separated)")
+    p.add_argument("--block", default="doom_heldout_map",
+                   help="the table's block: engines.<this>")
+    p.add_argument("--walks", type=int, default=32, help="walks with recall frames")
+    p.add_argument("--frames", type=int, default=96, help="frames per walk")
+    p.add_argument("--seed", type=int, default=1_200_000, help="the first walk's seed")
+    p.add_argument("--budget", default="", help="the training budget, in words")
+    p.add_argument("--cache", default="runs/recall/scores",
+                   help="each world's scores, so a rerun measures only what is missing")
+    p.add_argument("--threads", type=int, default=2)
+
+
 # sub-command -> (module with cli(args), the table's default JSON under runs/tables/, its
 # arguments, help): a new table is a module plus one line here
 TABLE_COMMANDS: dict[str, tuple] = {
@@ -136,6 +155,8 @@ TABLE_COMMANDS: dict[str, tuple] = {
                      "the fast decoder against the full one: quality and speed"),
     "geometry": ("worldlab.evaluate.geometry_table", "geometry_world.json", _geometry,
                  "worlds with and without the geometry input against warp-last, next chunk"),
+    "recall": ("worldlab.evaluate.recall_table", "memory_recall.json", _recall,
+               "the recall protocol: return frames only memory can know, paired by seed"),
 }
 
 

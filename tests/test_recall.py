@@ -1,0 +1,56 @@
+"""The recall protocol (evaluate/recall.py) on real procedural revisit walks: which frames
+are recall frames, and what a world that answers with the truth (or repeats) scores."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from worldlab.evaluate.recall import (MAX_WINDOW_COVER, recall_frames, recall_walks,
+                                      reference_recall, world_recall)
+from worldlab.evaluate.revisit import MIN_GAP, MIN_OVERLAP, coverage
+from worldlab.pretrained import World
+
+from oracle_worlds import OracleModel, tiny_autoencoder
+
+F, WINDOW, SEED = 4, 12, 1_300_000
+
+
+@pytest.fixture(scope="module")
+def walks():
+    return recall_walks(2, 64, WINDOW, F, "procedural", (), SEED)
+
+
+def test_recall_frames_are_far_returns_the_window_cannot_show(walks):
+    episodes, pairs, info = walks
+    assert len(episodes) == 2 and info["seeds_tried"] == 2 + len(info["left_out"])
+    for ep, found in zip(episodes, pairs):
+        assert found == recall_frames(ep, WINDOW, F)
+        for j, i, cov in found:
+            assert j - i >= MIN_GAP and cov >= MIN_OVERLAP
+            assert coverage(ep, j, [i])[0] == pytest.approx(cov)
+            begin = j // F * F
+            assert coverage(ep, j, range(begin - WINDOW, begin)).max() < MAX_WINDOW_COVER
+    # a window as long as the gap would hold the outbound frame: refused
+    with pytest.raises(ValueError, match="must reach past the window"):
+        recall_frames(episodes[0], MIN_GAP, F)
+
+
+def test_walks_that_never_return_are_refused_naming_the_seeds():
+    with pytest.raises(ValueError, match=r"only 0 of seeds 1300000-1300001 gave a walk with "
+                                         r"recall frames; wanted 1"):
+        recall_walks(1, 16, WINDOW, F, "procedural", (), SEED, max_tries=2)
+
+
+def test_a_world_that_answers_with_the_truth_scores_the_autoencoder(walks):
+    episodes, pairs, _ = walks
+    cfg, ae, latents = tiny_autoencoder(episodes, 64)
+    truth = World(ae, OracleModel(latents, F, "truth"), cfg, torch.device("cpu"))
+    refs = reference_recall(truth, episodes, pairs)
+    scored = world_recall(truth, episodes, pairs, steps=2)
+    np.testing.assert_allclose(scored["recall_psnr_per_walk"], refs["autoencoder"], atol=0.05)
+    assert scored["memory_tokens_per_frame"] == 0 and scored["ms_per_chunk"] > 0
+    assert scored["recall_psnr"] == pytest.approx(np.mean(scored["recall_psnr_per_walk"]))
+    assert sorted(refs) == ["autoencoder", "copy", "oracle", "repeat_last", "warp_last"]
+    assert all(len(v) == 2 and np.isfinite(v).all() for v in refs.values())

@@ -1,0 +1,99 @@
+"""`table recall`: worlds (several training seeds each, rows "x", "x_seed1", ...) scored by
+the recall protocol (`recall.py`) on the same held-out revisit walks, every variant paired
+walk by walk with `--reference` of the same seed, beside the oracle, copy, repeat-last,
+warp-last and the autoencoder.
+
+    python -m worldlab table recall --model none=runs/geometry/worlds/none \
+        --model cache3d_own=runs/geometry/worlds/cache3d_own --reference none \
+        --engine doom --maps MAP04 --block doom_heldout_map --walks 32 --seed 1200000
+
+The table holds one block, `engines.<--block>`; each world's scores and the references are
+cached under --cache, so a rerun measures only what is missing.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+from ..pretrained import load_world
+from .protocols import HELDOUT_SEED
+from .recall import MAX_WINDOW_COVER, recall_walks, reference_recall, world_recall
+from .revisit import MIN_GAP, MIN_OVERLAP
+from .stats import bootstrap, paired_seed_rows, seed_groups
+from .table_io import cached, parse_models, relative, write_table
+
+OPTS = {"doom": {"monsters": "invulnerable"}, "procedural": {}}
+
+
+def _geometry(worlds: dict) -> tuple[int, int]:
+    """(chunk frames, window frames) every world shares: the walks' recall frames follow
+    from the window."""
+    shapes = {n: (w.chunk_frames, w.config.model.window_chunks * w.chunk_frames)
+              for n, w in worlds.items()}
+    if len(set(shapes.values())) != 1:
+        raise ValueError(f"the worlds must share chunk and window sizes (recall frames are "
+                         f"defined by the window), got {shapes}")
+    return next(iter(shapes.values()))
+
+
+def block(scores: dict, references: dict, reference: str, walks: dict) -> dict:
+    """The table's block of one engine: variants pooled over seeds and paired with
+    `reference`, the references with intervals, the walks' description."""
+    rows = paired_seed_rows({n: s["recall_psnr_per_walk"] for n, s in scores.items()},
+                            reference)
+    variants = {}
+    for base, row in rows.items():
+        names = list(row["per_seed"])
+        variants[base] = {
+            "recall_psnr": row["mean"], "recall_psnr_ci": [row["lo"], row["hi"]],
+            **{k: v for k, v in row.items() if k in ("per_seed", "seeds")
+               or k.startswith("paired_vs_")},
+            "memory_tokens_per_frame": scores[names[0]]["memory_tokens_per_frame"],
+            "ms_per_chunk": float(np.median([scores[n]["ms_per_chunk"] for n in names])),
+            "sampling_steps": scores[names[0]]["sampling_steps"]}
+    return {**walks, "seeds": max(len(g) for g in seed_groups(scores).values()),
+            "variants": variants,
+            "references": {k: {"recall_psnr": bootstrap(v)["mean"],
+                               "recall_psnr_ci": [bootstrap(v)["lo"], bootstrap(v)["hi"]]}
+                           for k, v in references.items()}}
+
+
+def cli(args) -> int:
+    models = parse_models(args.model)
+    if args.reference not in seed_groups(models):
+        raise ValueError(f"--reference {args.reference!r} is not a --model (got "
+                         f"{sorted(seed_groups(models))})")
+    if args.seed < HELDOUT_SEED:
+        raise ValueError(f"--seed must be a held-out seed (>= {HELDOUT_SEED:,}), got "
+                         f"{args.seed}")
+    torch.set_num_threads(args.threads)
+    worlds = {n: load_world(p, device="cpu") for n, p in models.items()}
+    f, window = _geometry(worlds)
+    maps = tuple(m for m in args.maps.split(",") if m) if args.engine == "doom" else ()
+    walks, pairs, info = recall_walks(args.walks, args.frames, window, f, args.engine, maps,
+                                      args.seed, **OPTS[args.engine])
+    cache = args.cache
+    scores = {n: cached(f"{cache}/{n}.json", lambda w=w: world_recall(w, walks, pairs))
+              for n, w in worlds.items()}
+    first = worlds[next(iter(seed_groups(models)[args.reference]))]
+    references = cached(f"{cache}/references.json",
+                        lambda: reference_recall(first, walks, pairs))
+    described = {"walks": len(walks), "recall_frames": sum(map(len, pairs)),
+                 "walk_seeds_tried": info["seeds_tried"],
+                 "walks_without_recall_frames": len(info["left_out"]),
+                 "engine": args.engine, "maps": list(maps), "frames_per_walk": args.frames,
+                 "first_seed": args.seed, "window_frames": window, "min_gap": MIN_GAP,
+                 "min_overlap": MIN_OVERLAP, "max_window_cover": MAX_WINDOW_COVER}
+    table = {"what": "the recall protocol: outbound chunks teacher forced, return chunks "
+                     "generated; scored on return frames an outbound frame far back covers "
+                     "by half and the window's frames by less than a fifth",
+             "reference": args.reference, "budget": args.budget, "threads": args.threads,
+             "models": {n: relative(p) for n, p in models.items()},
+             "engines": {args.block: block(scores, references, args.reference, described)}}
+    write_table(args.out, table)
+    b = table["engines"][args.block]
+    print(f"{args.block} ({b['walks']} walks, {b['recall_frames']} recall frames): "
+          + ", ".join(f"{n} {r['recall_psnr']:.2f}" for n, r in b["variants"].items())
+          + "; " + ", ".join(f"{n} {r['recall_psnr']:.2f}" for n, r in b["references"].items()))
+    return 0
