@@ -261,3 +261,28 @@ def test_a_stopped_runner_leaves_no_job_behind(tmp_path, how):
     job.wait(30)  # raises TimeoutExpired if the job outlived its runner
     assert not job.is_running()
     assert not (root / "runs/experiments/tiny/wait/wait.json").exists()  # no stamp
+
+
+def test_a_job_that_ran_while_the_code_changed_is_stamped_unclean(tmp_path):
+    """The stamp compares the tree when the job was handed over with the tree when it ended:
+    a commit that touched worldlab/ in between means the job may have run either code."""
+    from worldlab.experiments.runner import _stamp, stamp_path, tree_state
+
+    root = _repo(tmp_path)
+    spec = load_spec(root / "experiments/tiny.yaml")
+    job = plan(spec, root)[0][1][0]
+    commit = ("-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "-m")
+
+    def stamped(path: str) -> dict:
+        submitted = tree_state(root)
+        (root / path).parent.mkdir(parents=True, exist_ok=True)
+        (root / path).write_text(f"# {path}\n")
+        _git(root, "add", "-A")
+        _git(root, *commit, path)
+        _stamp(root, spec, job, submitted)
+        return json.loads(stamp_path(root, spec, job).read_text())
+
+    docs = stamped("docs/notes.md")  # the code the job ran is the end commit's
+    assert docs["uncommitted_changes"] is False and docs["commit"] != docs["commit_at_submit"]
+    code = stamped("worldlab/new_module.py")
+    assert code["uncommitted_changes"] is True

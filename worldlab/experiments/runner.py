@@ -117,13 +117,32 @@ def _shipped_here(root: Path, spec: Spec, target: str) -> bool:
             and shipped.get("commit") == (git(root, "rev-parse", "HEAD") or None))
 
 
-def _stamp(root: Path, spec: Spec, job: Job) -> None:
+def tree_state(root: Path) -> dict:
+    """{"commit": HEAD, "uncommitted_changes": bool} of the checkout at `root` now."""
+    from .ship import dirty, git
+    return {"commit": git(root, "rev-parse", "HEAD") or None,
+            "uncommitted_changes": dirty(root)}
+
+
+def _stamp(root: Path, spec: Spec, job: Job, submitted: dict | None = None) -> None:
+    """The job's stamp: its command, outputs and the commit it ran at. `submitted` is the
+    tree's state when the job was handed to the executor: a job that was queued or ran
+    while the code changed (a new commit that touched worldlab/, or uncommitted changes at
+    either end) may not have run `commit`'s code, so it is stamped with uncommitted
+    changes, which the ship stage refuses."""
     import datetime
 
-    from .ship import dirty, git
+    from .ship import git
+    now = tree_state(root)
+    submitted = submitted or now
+    moved = submitted["commit"] != now["commit"] and bool(
+        git(root, "diff", "--name-only", f"{submitted['commit']}..{now['commit']}", "--",
+            "worldlab"))
     atomic_write_json(stamp_path(root, spec, job), {
-        "command": job.command, "outputs": list(job.outputs),
-        "commit": git(root, "rev-parse", "HEAD") or None, "uncommitted_changes": dirty(root),
+        "command": job.command, "outputs": list(job.outputs), "commit": now["commit"],
+        "commit_at_submit": submitted["commit"],
+        "uncommitted_changes": (now["uncommitted_changes"] or moved
+                                or submitted["uncommitted_changes"]),
         "finished": datetime.datetime.now().isoformat(timespec="seconds")})
 
 
@@ -267,7 +286,7 @@ def _run_stage(spec, root, todo, jobs, executor, slurm, report, progress) -> Non
     quiet = jobs > 1 or executor != "local"  # side by side: each job writes its own log
     failed = []
     try:
-        futures = []
+        futures, submitted = [], tree_state(root)
         for job in todo:
             log = stamp_path(root, spec, job).with_suffix(".log")
             log.parent.mkdir(parents=True, exist_ok=True)
@@ -279,7 +298,7 @@ def _run_stage(spec, root, todo, jobs, executor, slurm, report, progress) -> Non
             code = future.result()
             missing = [o for o in job.outputs if not (root / o).exists()]
             if code == 0 and not missing:
-                _stamp(root, spec, job)
+                _stamp(root, spec, job, submitted)
                 report[job.name] = "ran"
             else:
                 failed.append(f"{job.stage}/{job.name} (" + (
