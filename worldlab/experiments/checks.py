@@ -11,8 +11,15 @@ from pathlib import Path
 
 from .spec import Spec, SpecError, Stage
 
-# the seed roles that choose (validation) and those that are reported: never the same walks
+# the seed roles that choose (validation) and those that are reported: never the same walks;
+# a role named after one of them ("report_recall": another protocol's reported walks) is one
 HELD_OUT_ROLES = ("validation", "report", "test", "heldout")
+
+
+def held_out_role(role: str) -> bool:
+    """`role` is one of HELD_OUT_ROLES, or named after one ("report_<what>")."""
+    return role in HELD_OUT_ROLES or role.startswith(tuple(r + "_" for r in HELD_OUT_ROLES))
+
 
 
 def _heldout_seed() -> int:
@@ -78,7 +85,7 @@ def check_seeds(spec: Spec, stage: Stage, argv: tuple[str, ...]) -> None:
     seed = _int_after(argv, "--seed")
     if seed is None:
         return
-    held_roles = {s for role, seeds in spec.seeds.items() if role in HELD_OUT_ROLES
+    held_roles = {s for role, seeds in spec.seeds.items() if held_out_role(role)
                   for s in seeds}
     if stage.kind == "evaluate" and seed < heldout:
         raise SpecError(f"{_at(spec, stage)}: stage {stage.name!r}: evaluation seed {seed} is "
@@ -99,13 +106,13 @@ def check_seed_roles(spec: Spec) -> None:
     for role, seeds in spec.seeds.items():
         line = spec.where(spec.lines.get("seeds", 1))
         for s in seeds:
-            if role in HELD_OUT_ROLES and s < heldout:
+            if held_out_role(role) and s < heldout:
                 raise SpecError(f"{line}: seed role {role!r} holds {s}, below HELDOUT_SEED "
                                 f"{heldout}: held-out walks start at {heldout}")
-            if role not in HELD_OUT_ROLES and s >= heldout:
+            if not held_out_role(role) and s >= heldout:
                 raise SpecError(f"{line}: seed role {role!r} holds {s}, a held-out seed "
                                 f"(>= {heldout}); training seeds stay below it")
-            if role in HELD_OUT_ROLES and owner.setdefault(s, role) != role:
+            if held_out_role(role) and owner.setdefault(s, role) != role:
                 raise SpecError(f"{line}: seed {s} is in both {owner[s]!r} and {role!r}: the "
                                 f"walks that choose are never the reported ones")
 

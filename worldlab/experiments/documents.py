@@ -133,6 +133,10 @@ DESCRIPTIONS = {
     "distill_dmd_from_ode.json": "DMD started from the ODE student",
     "eval_quick_doom64_v1.json": "the wave-1 world on the quick suite",
     "fast_decoder.json": "the distilled fast decoder against the full decoder",
+    "geometry_recall.json": "the worlds with and without the geometry input on the recall "
+                            "protocol, held-out map",
+    "geometry_world.json": "the world given the 3D cache as input against the same world "
+                           "without it, and warp-last, on the next chunk",
     "inference.json": "int8 and torch.compile: speed and quality loss",
     "long_horizon.json": "anti-drift methods over 1,000-frame walks",
     "long_horizon_sink.json": "the attention sink world on the long-horizon walks",
