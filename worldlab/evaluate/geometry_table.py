@@ -26,7 +26,7 @@ import torch
 from ..pretrained import load_world
 from .protocols import HELDOUT_SEED, heldout_episodes, next_chunk
 from .stats import bootstrap, paired, paired_seed_rows, seed_groups
-from .table_io import cached, parse_models, relative, write_table
+from .table_io import cache_key, cached, parse_models, relative, write_table
 
 MAP_SETS = {"training_maps": ("MAP01", "MAP02", "MAP03"), "heldout_map": ("MAP04",)}
 HELDOUT_MAP_OFFSET = 100_000  # the held-out map's walks start this far above --seed
@@ -84,7 +84,9 @@ def cli(args) -> int:
              for k, (name, maps) in enumerate(MAP_SETS.items())}
     cache = Path(args.cache)
     cache.mkdir(parents=True, exist_ok=True)
-    scores = {n: cached(cache / f"{n}.json", lambda p=p: _scores(p, walks, args.starts))
+    key = (args.walks, args.frames, args.starts, args.seed)
+    scores = {n: cached(cache / f"{n}-{cache_key(p, *key)}.json",
+                        lambda p=p: _scores(p, walks, args.starts))
               for n, p in models.items()}
     table = {"what": "next chunk from the context each world was trained with, beside "
                      "repeat-last, warp-last (the last true frame moved into the next poses "

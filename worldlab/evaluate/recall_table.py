@@ -21,7 +21,7 @@ from .protocols import HELDOUT_SEED
 from .recall import MAX_WINDOW_COVER, recall_walks, reference_recall, world_recall
 from .revisit import MIN_GAP, MIN_OVERLAP
 from .stats import bootstrap, paired_seed_rows, seed_groups
-from .table_io import cached, parse_models, relative, write_table
+from .table_io import cache_key, cached, parse_models, relative, write_table
 
 OPTS = {"doom": {"monsters": "invulnerable"}, "procedural": {}}
 
@@ -73,12 +73,13 @@ def cli(args) -> int:
     maps = tuple(m for m in args.maps.split(",") if m) if args.engine == "doom" else ()
     walks, pairs, info = recall_walks(args.walks, args.frames, window, f, args.engine, maps,
                                       args.seed, **OPTS[args.engine])
-    cache = args.cache
-    scores = {n: cached(f"{cache}/{n}.json", lambda w=w: world_recall(w, walks, pairs))
+    cache, key = args.cache, (args.engine, maps, args.walks, args.frames, args.seed, window)
+    scores = {n: cached(f"{cache}/{n}-{cache_key(models[n], *key)}.json",
+                        lambda w=w: world_recall(w, walks, pairs))
               for n, w in worlds.items()}
-    first = worlds[next(iter(seed_groups(models)[args.reference]))]
-    references = cached(f"{cache}/references.json",
-                        lambda: reference_recall(first, walks, pairs))
+    name = next(iter(seed_groups(models)[args.reference]))
+    references = cached(f"{cache}/references-{cache_key(models[name], *key)}.json",
+                        lambda: reference_recall(worlds[name], walks, pairs))
     described = {"walks": len(walks), "recall_frames": sum(map(len, pairs)),
                  "walk_seeds_tried": info["seeds_tried"],
                  "walks_without_recall_frames": len(info["left_out"]),

@@ -78,6 +78,13 @@ def cached(path, measure):
     return value
 
 
+def cache_key(*parts) -> str:
+    """A short hash of what a cached part was measured with (a world's path, the walks'
+    sizes and seeds): the part is measured again when any of them changes."""
+    import hashlib
+    return hashlib.sha256(json.dumps([str(p) for p in parts]).encode()).hexdigest()[:12]
+
+
 def write_table(out, table: dict) -> Path:
     """`table` as JSON at `out`, atomically; prints and returns where."""
     path = atomic_write_json(Path(out), table)
