@@ -177,6 +177,25 @@ def test_stream_without_memory_is_the_plain_rollout(world, store):
     assert np.abs(out["frames"][4:].astype(int) - ref.astype(int)).max() <= 1
 
 
+def test_generate_gives_a_world_its_3d_cache(tmp_path, world_dir, store):
+    """The protocols' `generate` streams with the world's own memory: a world that reads its
+    3D cache every chunk (the geometry input) gets the render of its context there, and
+    matches the open loop with memory chunk for chunk."""
+    world = memory_world(tmp_path, world_dir, store, "cache3d_own")
+    old = world.model.patch_in.weight.shape[1] // 2  # the latent columns; then the cache's
+    with torch.no_grad():  # a cache the model reads strongly (trained 1 step, it barely does)
+        world.model.patch_in.weight[:, old:].normal_(0, 0.5, generator=torch.Generator()
+                                                      .manual_seed(0))
+    ep = store.read(store.ids()[1])
+    ref = open_loop(world, ep, seed=3, steps=1)["frames"]
+    out = generate(world, ep, 0, 4, 48, steps=1, seed=3)
+    assert np.abs(out.astype(int) - ref[4:].astype(int)).max() <= 1
+    blind = dataclasses.replace(world, config=dataclasses.replace(
+        world.config, memory=wl.config.MemoryConfig()))  # the same weights, the cache empty
+    assert np.abs(generate(blind, ep, 0, 4, 48, steps=1, seed=3).astype(int)
+                  - out.astype(int)).mean() > 1
+
+
 def test_stream_reads_the_memory_training_selects(tmp_path, world_dir, store):
     finetune(world_dir, "sink", store, tmp_path / "run", steps=1, batch_size=2)
     wl.train.package(world_dir / "autoencoder", tmp_path / "run", tmp_path / "w")

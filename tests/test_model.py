@@ -186,11 +186,13 @@ def test_fresh_memory_changes_nothing():
             base(x, t, actions=actions, c2w=c2w, text=text), atol=1e-6, rtol=0)
 
 
-@pytest.mark.parametrize("cache_latent", [False, True])
+@pytest.mark.parametrize("cache_latent", [None, "every chunk", "generated chunk"])
 def test_deferred_append_matches_full_pass(cache_latent):
     """Each chunk appended with defer=True is run within the next chunk's pass: every
-    velocity still equals the full pass's (6 chunks, window 2: evictions included)."""
-    model = make_model(cache_latent=cache_latent)
+    velocity still equals the full pass's (6 chunks, window 2: evictions included). With a
+    3D-cache input given to every chunk, or only to the chunk being generated (as a stream
+    does: its context chunks go in without one, as zeros, as training gives them)."""
+    model = make_model(cache_latent=cache_latent is not None)
     n, tau = 6, 0.41
     x, actions, c2w, text = make_inputs(n)
     lat = torch.randn(B, n * F, C + 1, S, S) if cache_latent else None
@@ -201,13 +203,18 @@ def test_deferred_append_matches_full_pass(cache_latent):
         for j in range(n):
             t = torch.zeros(B, j + 1)
             t[:, -1] = tau
+            full = None if lat is None else lat[:, :(j + 1) * F].clone()
+            if cache_latent == "generated chunk":
+                full[:, :j * F] = 0  # the context chunks had no render
             v_full = model(x[:, :(j + 1) * F], t, actions=actions[:, :(j + 1) * F],
-                           c2w=c2w[:, :(j + 1) * F], text=text[:, :j + 1],
-                           cache_latent=None if lat is None else lat[:, :(j + 1) * F])
+                           c2w=c2w[:, :(j + 1) * F], text=text[:, :j + 1], cache_latent=full)
             v = model.forward_chunk(x[:, chunk(j)], torch.full((B,), tau), cache, **kw(j))
             assert cache.pending is None and cache.committed == j  # taken along
             torch.testing.assert_close(v, v_full[:, chunk(j)], atol=1e-5, rtol=0)
-            model.append_chunk(x[:, chunk(j)], cache, defer=True, **kw(j))
+            context = kw(j)
+            if cache_latent == "generated chunk":
+                context["cache_latent"] = None
+            model.append_chunk(x[:, chunk(j)], cache, defer=True, **context)
             assert cache.pending is not None and cache.chunks == j + 1
     assert cache.keys[0].shape[2] == 2 * F * S * S  # the window, as without deferring
 

@@ -518,12 +518,28 @@ class WorldModel(ModelMixin, ConfigMixin):
         mask = torch.ones(2 * own, past + 2 * own, dtype=torch.bool, device=x.device)
         mask[:own, past + own:] = False  # the clean chunk does not see the next one
         mask[own:, :max(past - (self.config.window_chunks - 1) * own, 0)] = False  # evicted
-        v, kvs = self._trunk(self._tokens(both(p["x"], x), both(p["cache_latent"],
-                                                                 cache_latent)),
+        v, kvs = self._trunk(self._tokens(both(p["x"], x),
+                                          self._cache_pair(p["x"], p["cache_latent"], x,
+                                                           cache_latent)),
                              c_frames, text, memory, cache.committed * f, mask, past=cache,
                              reference=None if memory is None else c2w[:, 0])
         self._commit(cache, [(k[:, :, :own], val[:, :, :own]) for k, val in kvs], p["c2w"])
         return v[:, f:]
+
+    @staticmethod
+    def _cache_pair(p_x, p_cache, x, cache_latent):
+        """The 3D-cache inputs (b, 2 f, c + 1, h, w) of a pending context chunk p_x and the
+        next chunk x, a missing one as zeros (coverage 0, as training gives context frames):
+        the chunk being generated keeps its render when the context chunk has none. None
+        when neither has one."""
+        if p_cache is None and cache_latent is None:
+            return None
+
+        def filled(c, like):
+            if c is not None:
+                return c.to(like.dtype)
+            return like.new_zeros(*like.shape[:2], like.shape[2] + 1, *like.shape[3:])
+        return torch.cat([filled(p_cache, p_x), filled(cache_latent, x)], dim=1)
 
     def forward_chunk(self, x, t, cache: KVCache, actions=None, c2w=None, text=None,
                       text_drop=None, memory=None, cache_latent=None) -> torch.Tensor:
