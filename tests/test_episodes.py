@@ -118,7 +118,8 @@ def test_store_describe_is_what_a_world_was_trained_on(tmp_path):
         store.write(make_episode(t=8 + 4 * s, seed=s))
     assert store.describe() == {"engine": "synthetic", "map": "None", "size": 8,
                                 "episodes": 3, "frames": 16, "policy": "straight",
-                                "event_rate": None, "start": None, "monsters": None}
+                                "event_rate": None, "start": None, "monsters": None,
+                                "walls": None}
     assert store.describe(["000000"])["frames"] == 8
     with pytest.raises(ValueError, match="'nope' is not indexed"):
         store.describe(["nope"])

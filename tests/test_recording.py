@@ -95,8 +95,9 @@ def test_data_record_takes_its_defaults_from_the_preset(tmp_path):
     assert record_settings(args) == {
         "engine": "procedural", "episodes": 1, "frames": tiny.frames, "size": tiny.size,
         "workers": tiny.workers, "policy": tiny.policy, "event_rate": tiny.event_rate,
-        "maps": (tiny.map,), "start": tiny.start, "monsters": tiny.monsters}
-    assert (tiny.map, tiny.start, tiny.monsters) == ("MAP01", "player", "on")
+        "maps": (tiny.map,), "start": tiny.start, "monsters": tiny.monsters,
+        "walls": tiny.walls}
+    assert (tiny.map, tiny.start, tiny.monsters, tiny.walls) == ("MAP01", "player", "on", "room")
     flags = cli.parse_args(["data", "record", "--preset", "base", "--start", "player",
                             "--maps", "MAP01,MAP04", "--monsters", "off", "--out", "x"])
     assert {k: record_settings(flags)[k] for k in ("maps", "start", "monsters")} == {

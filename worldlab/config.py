@@ -43,6 +43,9 @@ class DataConfig:
     map: str = "MAP01"
     start: str = "player"  # STARTS: the engine's own start, or start_options(seed)
     monsters: str = "on"  # MONSTERS (doom; "invulnerable": monsters, but no deaths)
+    # WALLS (procedural): "room", one material for all of a room's walls; "segment", one per
+    # straight wall segment and a few posters per room, so no wall tells another's look
+    walls: str = "room"
     size: int = 64  # frames are size x size pixels
     episodes: int = 200
     frames: int = 64  # frames per episode
@@ -240,8 +243,8 @@ RETIRED = (("data", "chunk_frames"), ("train", "log_every"))
 
 # allowed values, spelled here once: the rooms that check a field (model/sampler.py and
 # model/diamond.py: SOLVERS; model/dit.py: CONTROLS; train/losses.py: FORCINGS,
-# TIME_SCHEDULES; train/cli.py: DECODERS; engines/doom.py: MONSTERS; episodes/recording.py:
-# STARTS) import them from this leaf
+# TIME_SCHEDULES; train/cli.py: DECODERS; engines/doom.py: MONSTERS;
+# engines/procedural_world.py: WALLS; episodes/recording.py: STARTS) import them from this leaf
 CONTROLS = ("pose", "action", "both")
 FORCINGS = ("teacher", "diffusion")
 TIME_SCHEDULES = ("logit_normal", "uniform")
@@ -256,9 +259,10 @@ RECIPES = ("none", "ode", "consistency", "dmd", "dmd_clip")
 CORRUPTIONS = ("none", "noise", "blur", "colour", "bank")
 # as memory/ reads them
 CACHE3D = ("off", "oracle", "own")
-# recording's starts and DOOM's monster modes
+# recording's starts, DOOM's monster modes and the procedural engine's wall materials
 STARTS = ("player", "random")
 MONSTERS = ("off", "on", "invulnerable")
+WALLS = ("room", "segment")
 
 
 def _is_int(v) -> bool:
@@ -301,7 +305,7 @@ RULES: dict[str, dict[str, tuple]] = {
     # ("doom+procedural") or imported footage ("realestate10k")
     "data": {"engine": _NAME, "size": _COUNT, "episodes": _COUNT,
              "map": _MAPS, "start": _one_of(STARTS), "monsters": _one_of(MONSTERS),
-             "frames": _COUNT, "policy": _NAME, "event_rate": _FRACTION,
+             "walls": _one_of(WALLS), "frames": _COUNT, "policy": _NAME, "event_rate": _FRACTION,
              "clip_chunks": _COUNT, "workers": _COUNT},
     "autoencoder": {"block_out_channels": _CHANNELS, "layers_per_block": _COUNT,
                     "latent_channels": _COUNT, "norm_num_groups": _COUNT,

@@ -8,6 +8,13 @@ rebuilt only when a door opens); moving things (characters, summoned monsters, f
 opening doors) go into a small scene built each step from the ones in view, and only the
 rays of their screen rectangle are cast against it.
 
+`walls` chooses how walls look (`procedural_world.WALLS`): "room" (the default), one
+material for all of a room's walls; "segment", a material per straight wall segment and a
+few posters per room, so no wall tells another's look (a testbed for memory). Both options
+give the same geometry, so the same seed and actions give the same depth, poses and
+instance ids; only colours differ. Posters are painted on their walls at the hit point
+(`_paint_posters`), so they add no triangles.
+
 Prompt -> event mapping (`EVENTS`, matched by `base.match_event`, first match wins;
 keywords are case-insensitive substrings):
 
@@ -119,11 +126,12 @@ class ProceduralEngine:
     character_kinds = pw.KINDS  # the kinds of `Observation.things`
 
     def __init__(self, size: int = 64, fov_deg: float = 90.0, characters: bool = True,
-                 fog: bool = True, threads: int = 1):
+                 fog: bool = True, threads: int = 1, walls: str = "room"):
         if not (isinstance(size, (int, np.integer)) and 8 <= size <= 2048):
             raise ValueError(f"size must be an integer in [8, 2048] pixels, got {size!r}")
         if not (isinstance(threads, int) and threads >= 0):
             raise ValueError(f"threads must be an int >= 0 (0 = all cores), got {threads!r}")
+        self.walls = pw.check_walls(walls)  # recording's meta reads it
         self.size, self.threads = int(size), threads
         self.characters, self.fog = bool(characters), bool(fog)
         self.K = camera.intrinsics_from_fov(self.size, self.size, fov_deg)
@@ -143,7 +151,7 @@ class ProceduralEngine:
                 or not 0 <= seed < 2 ** 32:
             raise ValueError(f"seed must be an integer in [0, 2**32), got {seed!r}")
         _check_reset_options(options)
-        world = pw.build_world(int(seed))
+        world = pw.build_world(int(seed), walls=self.walls)
         x, y, yaw = world.spawn
         x, y = (float(v) for v in options.get("position", (x, y)))
         pitch = float(options.get("pitch", 0.0))
@@ -153,6 +161,7 @@ class ProceduralEngine:
         # all checks passed: only now replace the state
         self.world, self._t, self._lights, self._door_open = world, 0, True, door_open
         self._palette = pw.palette(world.materials)  # (3, m * levels) texture colours
+        self._poster_of = _poster_index(world)  # (m,) material -> poster on it, -1 none
         self._shapes: dict[tuple, tuple] = {}  # moving shapes in their own frames
         self._spawned: list[_Spawned] = []
         self._build_static()
@@ -360,6 +369,7 @@ class ProceduralEngine:
         found = np.isfinite(depth)
         prim = np.where(found, hit["primitive_ids"].numpy(), 0)
         mat = np.where(found, self._static_mat.take(prim), -1)  # (n,)
+        self._paint_posters(rays, depth, mat)
         inst = np.zeros(n, np.int32)
         lights = self._cast_dynamic(rays, depth, normal, mat, inst)
         rgb = self._shade(rays, depth, normal, mat, lights)
@@ -369,6 +379,21 @@ class ProceduralEngine:
                   if m.shape[0] == "character" and m.id in seen}
         return Observation(rgb.reshape(*hw, 3), depth.reshape(hw), self.c2w.copy(),
                            self.K.copy(), self._t, inst.reshape(hw), events, things)
+
+    def _paint_posters(self, rays, depth, mat) -> None:
+        """Give static hits inside a poster's rectangle on its wall the poster's material
+        (in place; `procedural_world._poster_arrays`). Depth stays the bare wall's."""
+        posters = self.world.posters
+        if not len(posters["mat"]):
+            return
+        on = np.where(mat >= 0, self._poster_of.take(np.maximum(mat, 0)), -1)  # (n,)
+        idx = np.flatnonzero(on >= 0)  # hits on a wall that carries a poster
+        k = on.take(idx)  # (j,) its poster
+        p = rays[idx, :3] + depth[idx, None] * rays[idx, 3:]  # (j, 3) world hit points
+        along = np.where(posters["axis"].take(k) == 0, p[:, 0], p[:, 1])
+        lo, hi, z0, z1 = posters["rect"].take(k, axis=0).T
+        inside = (lo <= along) & (along <= hi) & (z0 <= p[:, 2]) & (p[:, 2] <= z1)
+        mat[idx[inside]] = posters["mat"].take(k[inside])
 
     def _cast_dynamic(self, rays, depth, normal, mat, inst) -> list[np.ndarray]:
         """Overlay the moving things in view onto the static hits (in place).
@@ -491,6 +516,14 @@ def _check_reset_options(options: dict) -> None:
                 or not np.isfinite(pos).all():
             raise ValueError(f"position must be a finite (x, y) in metres, "
                              f"got {options['position']!r}")
+
+
+def _poster_index(world: pw.Level) -> np.ndarray:
+    """(m,) the poster on the walls of each material, -1 where none: with walls="segment"
+    every wall segment has a material of its own, so the material names the wall."""
+    index = np.full(len(world.materials["pattern"]), -1, np.int64)
+    index[world.posters["on"]] = np.arange(len(world.posters["on"]))
+    return index
 
 
 def _walkable(world: pw.Level, door_open: list) -> np.ndarray:

@@ -8,6 +8,20 @@ material (palette + pattern: stripes, checks, bricks or value noise, computed fr
 point's world coordinates by `texture`, so patterns stick to the geometry and show
 parallax). Everything is a pure function of the seed.
 
+`build_world(seed, walls=...)` chooses how walls look (`WALLS`, from `config`):
+
+- "room" (the default): every wall of a room shares the room's material, as above; the
+  corridors share one brick material.
+- "segment": every straight wall segment (one quad of `_walls`: a run of wall between
+  corners and door openings) has a material of its own, and each room has `POSTERS`
+  posters of its own hue and pattern hung on its longer walls, so a wall's look cannot be
+  told from the others of its room: a model knows it only by having seen it. The segments'
+  materials and the posters are drawn from a random stream of their own
+  (`[WALLS_STREAM, seed]`), so layout, props, characters and spawn, and with them every
+  triangle of the mesh, are those of "room": depth, poses and instance ids are the same,
+  only colours differ. A poster is a material painted on a rectangle of its wall
+  (`Level.posters`, applied by the renderer at the hit point), not geometry.
+
 Geometry is metres, +z up, floor at z = 0, ceiling at `WALL_H`. A 2D occupancy grid of
 `CELL`-metre cells holds what is walkable; walls are generated from its boundary, so door
 openings are wherever a corridor meets a room.
@@ -28,6 +42,8 @@ from functools import lru_cache
 import numpy as np
 from ._open3d import open3d as o3d
 
+from ..config import WALLS
+
 CELL = 0.25  # occupancy grid resolution (m); every layout coordinate is a multiple of it
 WALL_H = 3.0  # ceiling height (m)
 PITCH = 8.0  # distance between room centres (m)
@@ -37,6 +53,11 @@ X0 = -1.0  # world coordinate of the occupancy grid's first cell edge (both axes
 NCELLS = int(round((GRID * PITCH - 2 * X0) / CELL))  # grid cells per side
 
 PATTERNS = ("flat", "stripes", "checks", "bricks", "noise")
+
+WALLS_STREAM = 0x3A115  # the first seed word of the segment walls' random stream
+GOLDEN = 0.618033988749895  # hue step between a room's wall segments, and its posters
+POSTERS = 3  # posters per room with walls="segment" (fewer if it has fewer long walls)
+POSTER_WALL = 1.5  # m: the shortest wall segment a poster hangs on
 
 # ----------------------------------------------------------------------------------------
 # Materials
@@ -314,6 +335,8 @@ class Level:
     kind_mats: dict
     materials: dict  # Materials.arrays()
     spawn: tuple[float, float, float]  # x, y, yaw degrees
+    # materials painted on rectangles of wall segments (`_poster_arrays`); none with "room"
+    posters: dict
 
 
 def cells(rect) -> tuple[slice, slice]:
@@ -428,8 +451,83 @@ def _furnish(rng, mats: dict, room, corridors, free) -> tuple[list, list]:
     return parts, lamps
 
 
-def build_world(seed: int, n_characters: int = 4) -> Level:
-    """The world of `seed` (see the module docstring)."""
+# ----------------------------------------------------------------------------------------
+# Segment walls: a material per wall segment, posters per room
+# ----------------------------------------------------------------------------------------
+
+
+def check_walls(walls) -> str:
+    """`walls` if it is one of WALLS, else a ValueError naming it."""
+    if not (isinstance(walls, str) and walls in WALLS):
+        raise ValueError(f"walls must be one of {WALLS}, got {walls!r}")
+    return walls
+
+
+def _segment_materials(wall_parts: list, mats: Materials, rng) -> list:
+    """The quads of `_walls`, each with a material of its own instead of its room's: quads
+    that shared one (a room's walls, the corridors') get hues GOLDEN apart and the patterns
+    of a shuffled list in turn, so no two walls of a room look alike."""
+    shared = [int(part[2][0]) for part in wall_parts]
+    out = list(wall_parts)
+    for group in dict.fromkeys(shared):  # first-seen order, fixed by the layout
+        hue0, patterns = rng.uniform(), rng.permutation(PATTERNS[1:])
+        for j, k in enumerate(k for k, m in enumerate(shared) if m == group):
+            hue = hue0 + GOLDEN * j
+            mat = mats.add(patterns[j % len(patterns)],
+                           _hsv(hue, rng.uniform(0.35, 0.75), rng.uniform(0.65, 0.95)),
+                           _hsv(hue + 0.06, rng.uniform(0.45, 0.7), rng.uniform(0.25, 0.5)),
+                           scale=rng.uniform(0.5, 1.3))
+            out[k] = _mesh(wall_parts[k][0], wall_parts[k][1], mat)
+    return out
+
+
+def _wall_span(quad) -> tuple[int, float, float]:
+    """(axis the wall quad runs along: 0 = x, 1 = y; its lowest and highest coordinate)."""
+    (xa, ya, _), (xb, yb, _) = quad[0][0], quad[0][1]  # its two floor corners
+    axis = 0 if ya == yb else 1
+    a, b = sorted((xa, xb) if axis == 0 else (ya, yb))
+    return axis, float(a), float(b)
+
+
+def _poster(quad, mats: Materials, rng, hue: float, pattern: str) -> tuple:
+    """A poster on wall quad `quad`, 0.25 m or more from its ends, as a `_poster_arrays` row:
+    0.6-1.4 m wide, 0.6-1.0 m tall, its bottom 0.9-1.3 m above the floor (eyes are at 1.5)."""
+    axis, a, b = _wall_span(quad)
+    width = rng.uniform(0.6, min(1.4, b - a - 0.5))
+    centre = rng.uniform(a + 0.25 + width / 2, b - 0.25 - width / 2)
+    z0, height = rng.uniform(0.9, 1.3), rng.uniform(0.6, 1.0)
+    mat = mats.add(pattern, _hsv(hue, 0.85, 0.95), _hsv(hue + 0.5, 0.7, 0.3),
+                   scale=rng.uniform(0.15, 0.35))
+    return (int(quad[2][0]), axis, centre - width / 2, centre + width / 2, z0, z0 + height, mat)
+
+
+def _posters(wall_parts: list, owners: list, n_rooms: int, mats: Materials, rng) -> dict:
+    """Up to POSTERS posters per room, each on another of its wall segments at least
+    POSTER_WALL long, with hues GOLDEN apart and patterns of their own. `wall_parts` are
+    segment walls (a material each, which a poster names as the wall it hangs on);
+    `owners[k]` is the room of quad k (None for a corridor's)."""
+    rows, spans = [], [_wall_span(part) for part in wall_parts]
+    for room in range(n_rooms):
+        long = [k for k, (owner, (_, a, b)) in enumerate(zip(owners, spans))
+                if owner == room and b - a >= POSTER_WALL]
+        hue0, patterns = rng.uniform(), rng.permutation(PATTERNS)
+        for j, k in enumerate(rng.permutation(long)[:POSTERS]):
+            rows.append(_poster(wall_parts[k], mats, rng, hue0 + GOLDEN * j, patterns[j]))
+    return _poster_arrays(rows)
+
+
+def _poster_arrays(rows: list[tuple]) -> dict:
+    """`Level.posters` from rows (wall material, axis, lo, hi, z0, z1, poster material): a
+    point of a wall of material `on` whose coordinate along `axis` (0 = x, 1 = y) is in
+    [lo, hi] and whose height is in [z0, z1] (`rect`, metres) shows material `mat`."""
+    table = np.array(rows, np.float64).reshape(-1, 7)
+    return {"on": table[:, 0].astype(np.int64), "axis": table[:, 1].astype(np.int64),
+            "rect": table[:, 2:6].astype(np.float32), "mat": table[:, 6].astype(np.int64)}
+
+
+def build_world(seed: int, n_characters: int = 4, walls: str = "room") -> Level:
+    """The world of `seed` with walls as `walls` says (see the module docstring)."""
+    check_walls(walls)
     rng = np.random.default_rng(seed)
     mats = Materials()
     rooms = _rooms(rng)
@@ -439,15 +537,15 @@ def build_world(seed: int, n_characters: int = 4) -> Level:
     doors = [_door(c, b == a + 1) for c, (a, b) in zip(corridors[len(tree):], links[len(tree):])]
     free = np.zeros((NCELLS, NCELLS), bool)
     wallmat = np.full((NCELLS, NCELLS), -1, np.int64)
-    parts = []
+    parts = []  # floors and ceilings; then come the walls and the props
     corridor_mat = mats.add("bricks", (0.55, 0.5, 0.45), (0.25, 0.22, 0.2), scale=0.8)
-    for rect, (wall, floor, ceil) in zip(
-            rooms + corridors,
-            [_room_materials(mats, rng) for _ in rooms] + [(corridor_mat,) * 3] * len(corridors)):
+    room_mats = [_room_materials(mats, rng) for _ in rooms]
+    for rect, (wall, floor, ceil) in zip(rooms + corridors,
+                                         room_mats + [(corridor_mat,) * 3] * len(corridors)):
         free[cells(rect)] = True
         wallmat[cells(rect)] = wall
         parts += [flat_quad(rect, 0.0, floor), flat_quad(rect, WALL_H, ceil)]
-    parts += _walls(free, wallmat)
+    wall_parts = _walls(free, wallmat)
     props = {"post": mats.add("flat", (0.3, 0.3, 0.32)),
              "bulb": mats.add("flat", (1.0, 0.9, 0.6), emissive=True),
              "pillar": mats.add("stripes", (0.85, 0.85, 0.8), (0.4, 0.4, 0.45), scale=0.5),
@@ -455,10 +553,10 @@ def build_world(seed: int, n_characters: int = 4) -> Level:
              "ball": mats.add("noise", (0.9, 0.2, 0.5), (0.3, 0.1, 0.6), scale=0.4)}
     door_mat = mats.add("stripes", (0.5, 0.32, 0.15), (0.35, 0.2, 0.1), scale=0.25)
     fire_mat = mats.add("noise", (1.0, 0.75, 0.2), (1.0, 0.35, 0.05), scale=0.1, emissive=True)
-    lamps = []
+    lamps, prop_parts = [], []
     for room in rooms:
         p, lmp = _furnish(rng, props, room, corridors, free)
-        parts += p
+        prop_parts += p
         lamps += lmp
     kind_mats = add_kind_materials(mats)
     characters = []
@@ -470,5 +568,13 @@ def build_world(seed: int, n_characters: int = 4) -> Level:
             float(rng.uniform(0, 360))))
     s = rooms[rng.integers(len(rooms))]
     spawn = ((s[0] + s[2]) / 2, (s[1] + s[3]) / 2, float(rng.uniform(-180, 180)))
-    return Level(seed, rooms, corridors, doors, free, merge(parts), door_mat, fire_mat,
-                 np.array(lamps, np.float64), characters, kind_mats, mats.arrays(), spawn)
+    posters = _poster_arrays([])
+    if walls == "segment":  # last, from a stream of its own: all else is as with "room"
+        wall_rng = np.random.default_rng([WALLS_STREAM, seed])
+        owner = {wall: k for k, (wall, _, _) in enumerate(room_mats)}
+        owners = [owner.get(int(part[2][0])) for part in wall_parts]
+        wall_parts = _segment_materials(wall_parts, mats, wall_rng)
+        posters = _posters(wall_parts, owners, len(rooms), mats, wall_rng)
+    return Level(seed, rooms, corridors, doors, free, merge(parts + wall_parts + prop_parts),
+                 door_mat, fire_mat, np.array(lamps, np.float64), characters, kind_mats,
+                 mats.arrays(), spawn, posters)

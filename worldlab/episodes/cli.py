@@ -5,6 +5,8 @@
         --workers 2 --policy mix --start random --out runs/data/procedural
     python -m worldlab data record --start random --maps MAP01,MAP02 \
         --monsters invulnerable --out runs/data/doom2   # seeds alternate between the maps
+    python -m worldlab data record --engine procedural --walls segment --start random \
+        --out runs/data/proc-segment   # a material per wall segment, posters in every room
     python -m worldlab data info --store runs/data/procedural
     python -m worldlab data validate --store runs/data/procedural   # every damaged file
     python -m worldlab data rebuild-index --store runs/data/procedural   # a new index.json
@@ -13,7 +15,9 @@
 
 `data record` takes every default from the preset's `data` section (`config.DataConfig`);
 a flag overrides one field. `--maps` (alias `--map`) takes names joined by "," or "+",
-stored in `DataConfig.map` joined by "+".
+stored in `DataConfig.map` joined by "+". `--maps`, `--monsters` and `--no-metric-depth`
+are doom's and `--walls` the procedural engine's (`engines.procedural`): each engine gets
+only its own, and `--no-metric-depth` or `--walls` given for the other engine is an error.
 """
 
 from __future__ import annotations
@@ -21,7 +25,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from ..config import MONSTERS, PRESETS, STARTS, make_config
+from ..config import MONSTERS, PRESETS, STARTS, WALLS, make_config
 from ..engines import ENGINES
 from ..engines.policies import POLICIES
 from .recording import format_index, record_many
@@ -31,7 +35,7 @@ from .store import EpisodeStore, subset
 RECORD_FIELDS = {"engine": "engine", "episodes": "episodes", "frames": "frames",
                  "size": "size", "workers": "workers", "policy": "policy",
                  "event_rate": "event_rate", "maps": "map", "start": "start",
-                 "monsters": "monsters"}
+                 "monsters": "monsters", "walls": "walls"}
 
 
 def split_maps(text: str) -> tuple[str, ...]:
@@ -56,9 +60,13 @@ def _cmd_record(args) -> int:
 
     s = record_settings(args)
     seeds = list(range(args.seed, args.seed + s["episodes"]))
-    # maps and monsters are doom's: the procedural engine has neither
+    # maps and monsters are doom's, walls the procedural engine's
     doom = s["engine"] == "doom"
     opts = {"maps": s["maps"], "monsters": s["monsters"]} if doom else {}
+    if s["engine"] == "procedural":
+        opts["walls"] = s["walls"]
+    elif args.walls is not None:
+        raise ValueError(f"--walls is a procedural option; the engine is {s['engine']!r}")
     if args.no_metric_depth:
         if not doom:
             raise ValueError(f"--no-metric-depth is a doom option; the engine is "
@@ -144,6 +152,10 @@ def _add_record(sub) -> None:
                           "seed anywhere on the level")
     rec.add_argument("--monsters", default=None, choices=MONSTERS,
                      help="doom monsters; invulnerable: monsters, but the player never dies")
+    rec.add_argument("--walls", default=None, choices=WALLS,
+                     help="procedural walls; room: one material for all of a room's walls; "
+                          "segment: one per straight wall segment, and posters that differ "
+                          "in every room, so a wall's look is known only by having seen it")
     rec.add_argument("--seed", type=int, default=0, help="episode k uses seed + k")
     rec.add_argument("--no-metric-depth", action="store_true",
                      help="doom: keep the coarse depth buffer, skip the mesh ray cast (3x "

@@ -129,9 +129,10 @@ def record_with(engine: Engine, seed: int, frames: int, policy: str = "mix",
 
     `start` "random" starts at `engine.start_options(seed)`; `map` (engines with maps)
     switches the engine to it first; `prompts` {step: text} adds those prompts at those
-    steps (scripted events). Meta records `start`, `map` and `start_pose` [x, y, yaw] of
-    frame 0. If the game ends early (DOOM: the player died) the episode is shorter and meta
-    `ended` says why. `callback(i, obs)` is called with every frame i, frame 0 too.
+    steps (scripted events). Meta records `start`, `map`, the engine's `monsters` and
+    `walls` (None for an engine without them) and `start_pose` [x, y, yaw] of frame 0. If
+    the game ends early (DOOM: the player died) the episode is shorter and meta `ended`
+    says why. `callback(i, obs)` is called with every frame i, frame 0 too.
     """
     if not (isinstance(frames, int) and frames >= 1):
         raise ValueError(f"frames must be a positive integer, got {frames!r}")
@@ -151,6 +152,7 @@ def record_with(engine: Engine, seed: int, frames: int, policy: str = "mix",
                      seed=seed, policy=player.name, size=int(observations[0].rgb.shape[0]),
                      event_rate=event_rate, ended=ended, start=start,
                      monsters=getattr(engine, "monsters", None),
+                     walls=getattr(engine, "walls", None),
                      start_pose=[float(position[0]), float(position[1]), float(yaw)])
     scene = SCENES.get(engine.name, engine.name)
     return Episode(rgb=stack("rgb"), depth=stack("depth").astype(np.float32),

@@ -151,7 +151,11 @@ class Episode:
         return {"frames": len(self), "size": list(self.size), "engine": m.get("engine"),
                 "map": m.get("map"), "policy": m.get("policy"), "seed": m.get("seed"),
                 "event_rate": m.get("event_rate"), "start": m.get("start"),
-                "monsters": m.get("monsters"), "events": [e.name for e in self.events],
+                "monsters": m.get("monsters"),
+                # walls only where the meta has it: the entries of stores recorded before
+                # the field stay current (validate_all compares them with this summary)
+                **({"walls": m["walls"]} if "walls" in m else {}),
+                "events": [e.name for e in self.events],
                 "has_depth": self.depth is not None}
 
 

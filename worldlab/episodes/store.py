@@ -231,8 +231,8 @@ class EpisodeStore:
     def describe(self, ids: list[str] | None = None) -> dict:
         """What episodes `ids` (default: all) are, in `config.DataConfig` fields, from the
         index: engine and map ("+"-joined if several), size, episode count, frames (the
-        longest), policy ("mix" if several), and event_rate, start and monsters (each None
-        where the episodes differ or the index predates the field)."""
+        longest), policy ("mix" if several), and event_rate, start, monsters and walls (each
+        None where the episodes differ or the index predates the field)."""
         index, listed = self._view()
         ids = listed if ids is None else list(ids)
         missing = [i for i in ids if i not in index]
@@ -250,7 +250,8 @@ class EpisodeStore:
                 "episodes": len(ids), "frames": max(e["frames"] for e in entries),
                 "policy": policies.pop() if len(policies) == 1 else "mix",
                 "event_rate": _shared(entries, "event_rate"),
-                "start": _shared(entries, "start"), "monsters": _shared(entries, "monsters")}
+                "start": _shared(entries, "start"), "monsters": _shared(entries, "monsters"),
+                "walls": _shared(entries, "walls")}
 
     # ------------------------------------------------------------------------------------
     # Writing, journaled and undone on failure
