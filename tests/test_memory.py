@@ -450,6 +450,18 @@ def test_training_clips_are_the_revisits_for_every_variant(store, world):
         assert ((episode_id, start) in kept) == (best >= 0.5)
     with pytest.raises(ValueError, match="no clip .* comes back"):
         revisit_windows(store, windows, 8, 4, 2, K, (32, 32), 1.01)
+    # only memory can show it: the window's chunks overlap it by less than `below`
+    seen = {}
+    for episode_id, start in kept:
+        c2w = store.read(episode_id).c2w.reshape(-1, 4, 4, 4)
+        j = start // 4 + 1
+        seen[episode_id, start] = chunk_overlap(c2w[j - 2:j], c2w[j], K, (32, 32)).max()
+    below = float(np.median(list(seen.values())))  # these walks retrace: some pass, some not
+    recall = revisit_windows(store, windows, 8, 4, 2, K, (32, 32), 0.5, below)
+    assert 0 < len(recall) < len(kept)
+    assert recall == [clip for clip in kept if seen[clip] < below]
+    with pytest.raises(ValueError, match="max_window_overlap must be a share"):
+        revisit_windows(store, windows, 8, 4, 2, K, (32, 32), 0.5, 0.0)
 
 
 def test_open_loop_uses_the_worlds_own_depth_head(tmp_path, world_dir, store):

@@ -204,7 +204,8 @@ def _cli_memory(args) -> int:
     with Progress(f"memory ({args.variant})") as progress:
         run = finetune(args.start, args.variant, store, args.out, steps=args.steps,
                        batch_size=args.batch_size, seed=args.seed, ids=ids, depth_head=head,
-                       min_overlap=args.min_overlap, latents=args.latents,
+                       min_overlap=args.min_overlap,
+                       max_window_overlap=args.max_window_overlap, latents=args.latents,
                        device=args.device, resume=args.resume, **progress.hooks)
     print(f"step {run.state['step']}: loss {run.state.get('loss', float('nan')):.4f}; package "
           f"it with: train package --autoencoder {args.start}/autoencoder --world {args.out} "
@@ -460,6 +461,10 @@ def configure_cli(parser) -> None:
                          "share to a view older than the window (default %(default)s: "
                          "revisits only); 0 trains on every clip, as a world that reads "
                          "its 3D cache every chunk needs")
+    me.add_argument("--max-window-overlap", type=_share, default=1.0, metavar="SHARE",
+                    help="keep only the clips whose last chunk the window's chunks overlap by "
+                         "less than this share, so only memory can show it (default "
+                         "%(default)s: no such rule)")
     _finetune_arguments(me, steps=300)
     me.set_defaults(func=_cli_memory)
     p = sub.add_parser("package", help="assemble a world directory from training outputs",

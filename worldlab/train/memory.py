@@ -171,11 +171,18 @@ class MemoryClips(ClipTensors):
 
 def revisit_windows(store: EpisodeStore, windows: list[tuple[str, int]], clip_frames: int,
                     chunk_frames: int, window: int, K, hw: tuple[int, int],
-                    min_overlap: float = REVISIT_OVERLAP) -> list[tuple[str, int]]:
+                    min_overlap: float = REVISIT_OVERLAP,
+                    max_window_overlap: float = 1.0) -> list[tuple[str, int]]:
     """The clips whose last chunk comes back to a view older than the KV window: its best
-    `chunk_overlap` with a chunk older than the window is at least `min_overlap`. The rule
-    reads poses only and no variant's switches, so every variant (none too) trains on the
-    same clips; a clip the memory cannot help teaches it to be ignored."""
+    `chunk_overlap` with a chunk older than the window is at least `min_overlap`, and (below
+    1) its best overlap with a chunk in the window is under `max_window_overlap`, so only
+    memory can show it (the recall protocol's rule; on a retraced walk the window often shows
+    most of the view already). The rule reads poses only and no variant's switches, so every
+    variant (none too) trains on the same clips; a clip the memory cannot help teaches it to
+    be ignored."""
+    if not 0 < max_window_overlap <= 1:
+        raise ValueError(f"max_window_overlap must be a share in (0, 1], got "
+                         f"{max_window_overlap!r}")
     f, kept, poses = chunk_frames, [], {}
     for episode_id, start in windows:
         if episode_id not in poses:
@@ -183,12 +190,16 @@ def revisit_windows(store: EpisodeStore, windows: list[tuple[str, int]], clip_fr
             poses[episode_id] = c2w[:len(c2w) // f * f].reshape(-1, f, 4, 4)
         chunks, j = poses[episode_id], (start + clip_frames) // f - 1  # the last chunk
         older = j - window
-        if older > 0 and chunk_overlap(chunks[:older], chunks[j], K, hw).max() >= min_overlap:
-            kept.append((episode_id, start))
+        if older <= 0 or chunk_overlap(chunks[:older], chunks[j], K, hw).max() < min_overlap:
+            continue
+        if max_window_overlap < 1 and \
+                chunk_overlap(chunks[older:j], chunks[j], K, hw).max() >= max_window_overlap:
+            continue
+        kept.append((episode_id, start))
     if not kept:
         raise ValueError(f"no clip of {store.root} comes back to a view older than the "
-                         f"{window}-chunk window (overlap >= {min_overlap}); record revisit "
-                         f"walks or pass min_overlap=0")
+                         f"{window}-chunk window (overlap >= {min_overlap}, in the window < "
+                         f"{max_window_overlap}); record revisit walks or pass min_overlap=0")
     return kept
 
 
@@ -222,13 +233,15 @@ def cache3d_latents(store: EpisodeStore, windows: list[tuple[str, int]], clip_fr
 
 def finetune(start, variant: str, store, out=None, *, steps: int = 300, batch_size: int = 16,
              seed: int = 0, ids: list[str] | None = None, depth_head=None,
-             min_overlap: float = REVISIT_OVERLAP, latents=None,
+             min_overlap: float = REVISIT_OVERLAP, max_window_overlap: float = 1.0,
+             latents=None,
              device: str = "auto", resume: bool = False, callbacks=(), on_start=None,
              progress=None):
     """Fine-tune the world directory `start` with the memory `variant` on clips of episodes
     `ids` (default all) of a store (latents of its autoencoder, `<store>/latents`, encoded
     where missing), only those whose last chunk comes back to a view older than the window
-    (`revisit_windows` at `min_overlap`; 0: every clip): the same clips for every variant.
+    (`revisit_windows` at `min_overlap` and `max_window_overlap`; min_overlap 0: every clip):
+    the same clips for every variant.
     `depth_head` (see `train.depth_head`) is needed by the "own" 3D cache.
     With `out`: resumable checkpoints, `ema/` and the rest that `package` assembles with
     `start`'s autoencoder. Returns the `WorldRun`."""
@@ -247,7 +260,8 @@ def finetune(start, variant: str, store, out=None, *, steps: int = 300, batch_si
         windows = clip_windows(store, clip_frames, f, f, ids)
         if min_overlap > 0:
             windows = revisit_windows(store, windows, clip_frames, f,
-                                      cfg.model.window_chunks, K, (size, size), min_overlap)
+                                      cfg.model.window_chunks, K, (size, size), min_overlap,
+                                      max_window_overlap)
         c3d = None
         if cfg.memory.cache3d != "off":
             c3d = cache3d_latents(store, windows, clip_frames, f, w.ae, cfg.memory.cache3d,
