@@ -23,7 +23,7 @@ from .revisit import MIN_GAP, MIN_OVERLAP
 from .stats import bootstrap, paired_seed_rows, seed_groups
 from .table_io import cache_key, cached, parse_models, relative, write_table
 
-OPTS = {"doom": {"monsters": "invulnerable"}, "procedural": {}}
+OPTS = {"doom": {"monsters": "invulnerable"}, "procedural": {}}  # and procedural's --walls
 
 
 def _geometry(worlds: dict) -> tuple[int, int]:
@@ -71,9 +71,14 @@ def cli(args) -> int:
     worlds = {n: load_world(p, device="cpu") for n, p in models.items()}
     f, window = _geometry(worlds)
     maps = tuple(m for m in args.maps.split(",") if m) if args.engine == "doom" else ()
+    if args.walls and args.engine != "procedural":
+        raise ValueError(f"--walls is the procedural engine's option, got --engine "
+                         f"{args.engine}")
+    opts = {**OPTS[args.engine], **({"walls": args.walls} if args.walls else {})}
     walks, pairs, info = recall_walks(args.walks, args.frames, window, f, args.engine, maps,
-                                      args.seed, **OPTS[args.engine])
-    cache, key = args.cache, (args.engine, maps, args.walks, args.frames, args.seed, window)
+                                      args.seed, **opts)
+    cache = args.cache
+    key = (args.engine, maps, opts, args.walks, args.frames, args.seed, window)
     scores = {n: cached(f"{cache}/{n}-{cache_key(models[n], *key)}.json",
                         lambda w=w: world_recall(w, walks, pairs))
               for n, w in worlds.items()}
@@ -83,7 +88,8 @@ def cli(args) -> int:
     described = {"walks": len(walks), "recall_frames": sum(map(len, pairs)),
                  "walk_seeds_tried": info["seeds_tried"],
                  "walks_without_recall_frames": len(info["left_out"]),
-                 "engine": args.engine, "maps": list(maps), "frames_per_walk": args.frames,
+                 "engine": args.engine, "maps": list(maps), "engine_options": opts,
+                 "frames_per_walk": args.frames,
                  "first_seed": args.seed, "window_frames": window, "min_gap": MIN_GAP,
                  "min_overlap": MIN_OVERLAP, "max_window_cover": MAX_WINDOW_COVER}
     table = {"what": "the recall protocol: outbound chunks teacher forced, return chunks "

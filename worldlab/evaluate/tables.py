@@ -131,6 +131,8 @@ def _recall(p) -> None:
                    help="the variant every other is paired with, seed by seed")
     p.add_argument("--engine", choices=("doom", "procedural"), default="doom")
     p.add_argument("--maps", default="MAP04", help="DOOM maps of the walks (comma-separated)")
+    p.add_argument("--walls", choices=("room", "segment"), default=None,
+                   help="procedural walls: one material per room or per wall segment")
     p.add_argument("--block", default="doom_heldout_map",
                    help="the table's block: engines.<this>")
     p.add_argument("--walks", type=int, default=32, help="walks with recall frames")
