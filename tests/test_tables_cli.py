@@ -216,6 +216,12 @@ def test_geometry_table_pairs_each_seed_with_the_reference_of_that_seed(tmp_path
     assert block["baselines"]["warp_last"]["mean"] == pytest.approx(21.0)
     assert block["baselines"]["autoencoder"]["mean"] == pytest.approx(26.0)
     assert block["walks"] == 3 and block["context_frames"] == 12
+    from worldlab.evaluate.geometry_table import paired_rows
+    table = {"reference": "none", "training_maps": block, "heldout_map": block}
+    rows = paired_rows(table)
+    assert rows["training_maps: geo - none"] == geo["paired_vs_none"]
+    assert rows["heldout_map: none - warp-last"] == none["vs_warp_last"]
+    assert "training_maps: none - none" not in rows and len(rows) == 6
     with pytest.raises(ValueError, match="geo's seeds need none's of the same seed.*none_seed1"):
         _block({k: v for k, v in scores.items() if k != "none_seed1"}, "training_maps", "none")
     with pytest.raises(ValueError, match="--model takes NAME=DIR, got 'geo'"):

@@ -287,3 +287,18 @@ def test_scenes_side_by_side_keeps_each_scene_fitted_to_its_points():
     out.layout.scene2.xaxis.range = [0, 1]
     with pytest.raises(ValueError, match="outside the figure's range"):
         viz.check_in_view(out)
+
+
+def test_interval_figure_draws_each_interval_around_its_mean():
+    rows = {"geo - none": {"mean": 1.5, "lo": 0.5, "hi": 2.0},
+            "none - warp-last": {"mean": -0.2, "lo": -0.9, "hi": 0.4}}
+    fig = viz.interval_figure(rows, "paired")
+    bars = fig.data[0]
+    assert list(bars.y) == ["none - warp-last", "geo - none"]  # the first row on top
+    assert list(bars.x) == [-0.2, 1.5]
+    assert list(bars.error_x.array) == pytest.approx([0.6, 0.5])
+    assert list(bars.error_x.arrayminus) == pytest.approx([0.7, 1.0])
+    with pytest.raises(ValueError, match="missing in \\['x'\\]"):
+        viz.interval_figure({"x": {"mean": 1.0, "lo": None, "hi": 2.0}})
+    with pytest.raises(ValueError, match="no rows"):
+        viz.interval_figure({})

@@ -396,6 +396,27 @@ def tradeoff_figure(rows: dict, x: str, y: str, bar: tuple[float, float] | None 
     return fig
 
 
+def interval_figure(rows: dict, title: str = "", x_title: str = "dB") -> go.Figure:
+    """One horizontal bar per row {label: {"mean", "lo", "hi"}} (a paired difference with
+    its 95% interval, or a score), a line at zero: a difference whose whole interval sits
+    on one side of it is one the walks can tell."""
+    bad = [k for k, r in rows.items() if not all(isinstance(r.get(q), (int, float))
+                                                   for q in ("mean", "lo", "hi"))]
+    if not rows or bad:
+        raise ValueError(f"every row needs numbers mean, lo and hi; "
+                         f"{'no rows' if not rows else f'missing in {bad}'}")
+    labels = list(rows)[::-1]  # the first row on top
+    mean = [rows[k]["mean"] for k in labels]
+    fig = go.Figure(layout=dict(title=title, xaxis_title=x_title, showlegend=False,
+                                height=120 + 36 * len(labels), margin=dict(l=260)))
+    fig.add_scatter(x=mean, y=labels, mode="markers", marker=dict(size=9, color=COLORS[0]),
+                    error_x=dict(type="data", symmetric=False,
+                                 array=[rows[k]["hi"] - rows[k]["mean"] for k in labels],
+                                 arrayminus=[rows[k]["mean"] - rows[k]["lo"] for k in labels]))
+    fig.add_vline(x=0, line_dash="dot", line_color="grey")
+    return fig
+
+
 # ----------------------------------------------------------------------------------------
 # Live training curves: one figure, redrawn in place
 # ----------------------------------------------------------------------------------------

@@ -69,6 +69,19 @@ def _block(scores: dict[str, dict], key: str, reference: str) -> dict:
             "variants": rows, "baselines": baselines}
 
 
+def paired_rows(table: dict) -> dict:
+    """{label: {"mean", "lo", "hi"}}: each world's paired differences in a geometry table
+    (against the reference of its seed, and against warp-last), per map set, for
+    `viz.interval_figure`."""
+    rows, ref = {}, table["reference"]
+    for block in MAP_SETS:
+        for name, v in table[block]["variants"].items():
+            if f"paired_vs_{ref}" in v:
+                rows[f"{block}: {name} - {ref}"] = v[f"paired_vs_{ref}"]
+            rows[f"{block}: {name} - warp-last"] = v["vs_warp_last"]
+    return rows
+
+
 def cli(args) -> int:
     models = parse_models(args.model)
     if args.reference not in seed_groups(models):

@@ -59,6 +59,15 @@ def block(scores: dict, references: dict, reference: str, walks: dict) -> dict:
                            for k, v in references.items()}}
 
 
+def paired_rows(table: dict) -> dict:
+    """{label: {"mean", "lo", "hi"}}: each variant's paired difference with the reference
+    on the recall frames, per engine block, for `viz.interval_figure`."""
+    ref = table["reference"]
+    return {f"{block}: {name} - {ref}": v[f"paired_vs_{ref}"]
+            for block, b in table["engines"].items() for name, v in b["variants"].items()
+            if f"paired_vs_{ref}" in v}
+
+
 def cli(args) -> int:
     models = parse_models(args.model)
     if args.reference not in seed_groups(models):
