@@ -24,9 +24,9 @@ import numpy as np
 import torch
 
 from ..pretrained import load_world
-from .protocols import HELDOUT_SEED, heldout_episodes, next_chunk
-from .stats import bootstrap, paired, paired_seed_rows, seed_groups
-from .table_io import cache_key, cached, parse_models, relative, write_table
+from .protocols import heldout_episodes, next_chunk
+from .stats import bootstrap, paired, paired_seed_rows
+from .table_io import cache_key, cached, paired_models, relative, write_table
 
 MAP_SETS = {"training_maps": ("MAP01", "MAP02", "MAP03"), "heldout_map": ("MAP04",)}
 HELDOUT_MAP_OFFSET = 100_000  # the held-out map's walks start this far above --seed
@@ -83,13 +83,7 @@ def paired_rows(table: dict) -> dict:
 
 
 def cli(args) -> int:
-    models = parse_models(args.model)
-    if args.reference not in seed_groups(models):
-        raise ValueError(f"--reference {args.reference!r} is not a --model (got "
-                         f"{sorted(seed_groups(models))})")
-    if args.seed < HELDOUT_SEED:
-        raise ValueError(f"--seed must be a held-out seed (>= {HELDOUT_SEED:,}), got "
-                         f"{args.seed}")
+    models = paired_models(args)
     torch.set_num_threads(args.threads)
     walks = {name: heldout_episodes("doom", args.walks, args.frames, 64, start="random",
                                     maps=maps, seed=args.seed + k * HELDOUT_MAP_OFFSET,

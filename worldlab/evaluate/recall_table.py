@@ -17,11 +17,10 @@ import numpy as np
 import torch
 
 from ..pretrained import load_world
-from .protocols import HELDOUT_SEED
 from .recall import MAX_WINDOW_COVER, recall_walks, reference_recall, world_recall
 from .revisit import MIN_GAP, MIN_OVERLAP
 from .stats import bootstrap, paired_seed_rows, seed_groups
-from .table_io import cache_key, cached, parse_models, relative, write_table
+from .table_io import cache_key, cached, paired_models, relative, write_table
 
 OPTS = {"doom": {"monsters": "invulnerable"}, "procedural": {}}  # and procedural's --walls
 
@@ -69,13 +68,7 @@ def paired_rows(table: dict) -> dict:
 
 
 def cli(args) -> int:
-    models = parse_models(args.model)
-    if args.reference not in seed_groups(models):
-        raise ValueError(f"--reference {args.reference!r} is not a --model (got "
-                         f"{sorted(seed_groups(models))})")
-    if args.seed < HELDOUT_SEED:
-        raise ValueError(f"--seed must be a held-out seed (>= {HELDOUT_SEED:,}), got "
-                         f"{args.seed}")
+    models = paired_models(args)
     torch.set_num_threads(args.threads)
     worlds = {n: load_world(p, device="cpu") for n, p in models.items()}
     f, window = _geometry(worlds)

@@ -52,6 +52,23 @@ def parse_models(items: list[str]) -> dict[str, Path]:
     return models
 
 
+def paired_models(args) -> dict[str, Path]:
+    """The --model worlds of a table that pairs variants seed by seed with --reference, on
+    held-out walks from --seed: an error names a reference that is not a model and a seed
+    below HELDOUT_SEED."""
+    from .protocols import HELDOUT_SEED
+    from .stats import seed_groups
+
+    models = parse_models(args.model)
+    if args.reference not in seed_groups(models):
+        raise ValueError(f"--reference {args.reference!r} is not a --model (got "
+                         f"{sorted(seed_groups(models))})")
+    if args.seed < HELDOUT_SEED:
+        raise ValueError(f"--seed must be a held-out seed (>= {HELDOUT_SEED:,}), got "
+                         f"{args.seed}")
+    return models
+
+
 def relative(path) -> str:
     """`path` as a table records it: relative to the repository root (a relative path is
     kept as given)."""

@@ -109,39 +109,34 @@ def _fast_decoder(p) -> None:
                    help="the command that trained --fast, recorded in the JSON")
 
 
-def _geometry(p) -> None:
+def _paired(p, walks: str, frames: int, seed: int, cache: str) -> None:
+    """What the tables that pair variants seed by seed on fresh held-out walks share."""
     p.add_argument("--model", action="append", required=True, metavar="NAME=DIR",
                    help="a world to score (repeat; rows NAME_seedN are NAME's other seeds)")
     p.add_argument("--reference", required=True,
                    help="the variant every other is paired with, seed by seed")
-    p.add_argument("--walks", type=int, default=32, help="held-out walks per map set")
-    p.add_argument("--frames", type=int, default=64, help="frames per walk")
-    p.add_argument("--starts", type=int, default=4, help="scored chunks per walk")
-    p.add_argument("--seed", type=int, default=1_000_000, help="the first walk's seed")
+    p.add_argument("--walks", type=int, default=32, help=walks)
+    p.add_argument("--frames", type=int, default=frames, help="frames per walk")
+    p.add_argument("--seed", type=int, default=seed, help="the first walk's seed")
     p.add_argument("--budget", default="", help="the training budget, in words")
-    p.add_argument("--cache", default="runs/geometry/scores",
+    p.add_argument("--cache", default=cache,
                    help="each world's scores, so a rerun measures only what is missing")
     p.add_argument("--threads", type=int, default=2)
 
 
+def _geometry(p) -> None:
+    _paired(p, "held-out walks per map set", 64, 1_000_000, "runs/geometry/scores")
+    p.add_argument("--starts", type=int, default=4, help="scored chunks per walk")
+
+
 def _recall(p) -> None:
-    p.add_argument("--model", action="append", required=True, metavar="NAME=DIR",
-                   help="a world to score (repeat; rows NAME_seedN are NAME's other seeds)")
-    p.add_argument("--reference", required=True,
-                   help="the variant every other is paired with, seed by seed")
+    _paired(p, "walks with recall frames", 96, 1_200_000, "runs/recall/scores")
     p.add_argument("--engine", choices=("doom", "procedural"), default="doom")
     p.add_argument("--maps", default="MAP04", help="DOOM maps of the walks (comma-separated)")
     p.add_argument("--walls", choices=("room", "segment"), default=None,
                    help="procedural walls: one material per room or per wall segment")
     p.add_argument("--block", default="doom_heldout_map",
                    help="the table's block: engines.<this>")
-    p.add_argument("--walks", type=int, default=32, help="walks with recall frames")
-    p.add_argument("--frames", type=int, default=96, help="frames per walk")
-    p.add_argument("--seed", type=int, default=1_200_000, help="the first walk's seed")
-    p.add_argument("--budget", default="", help="the training budget, in words")
-    p.add_argument("--cache", default="runs/recall/scores",
-                   help="each world's scores, so a rerun measures only what is missing")
-    p.add_argument("--threads", type=int, default=2)
 
 
 # sub-command -> (module with cli(args), the table's default JSON under runs/tables/, its
