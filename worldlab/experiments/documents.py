@@ -337,6 +337,50 @@ def memory(results: Path) -> Rendered:
     return Rendered(header, rows, (r,))
 
 
+def geometry(results: Path) -> Rendered:
+    """Next chunk per map set: each world pooled over its seeds, paired with the reference
+    (same seed) and with warp-last, then the baselines."""
+    r = load_result(results, "geometry_world.json")
+    ref = r.get("reference")
+
+    def diff(d):
+        return "" if d is None else interval(d["mean"], [d["lo"], d["hi"]])
+
+    rows = []
+    for block in ("training_maps", "heldout_map"):
+        where = f"{block.replace('_', ' ')} ({r.get(block, 'walks')} walks)"
+        for name, v in r.get(block, "variants").items():
+            rows.append((where, name, interval(v["next_chunk_psnr"], v["next_chunk_psnr_ci"]),
+                         diff(v.get(f"paired_vs_{ref}")), diff(v["vs_warp_last"]),
+                         v["seeds"]))
+        for name, v in r.get(block, "baselines").items():
+            rows.append((where, f"*{name.replace('_', '-')}*",
+                         interval(v["mean"], [v["lo"], v["hi"]]), "", "", ""))
+    header = ("walks", "world", "next chunk PSNR (dB)", f"minus {ref}, same seed (dB)",
+              "minus warp-last (dB)", "seeds")
+    return Rendered(header, rows, (r,))
+
+
+def recall(results: Path) -> Rendered:
+    """The recall protocol per engine block: each world pooled over its seeds and paired
+    with the reference, then the references on the same frames."""
+    r = load_result(results, "geometry_recall.json")
+    ref, rows = r.get("reference"), []
+    for block, b in r.get("engines").items():
+        where = f"{block.replace('_', ' ')} ({b['walks']} walks, {b['recall_frames']} frames)"
+        for name, v in b["variants"].items():
+            d = v.get(f"paired_vs_{ref}")
+            rows.append((where, name, interval(v["recall_psnr"], v["recall_psnr_ci"]),
+                         "" if d is None else interval(d["mean"], [d["lo"], d["hi"]]),
+                         num(v["ms_per_chunk"], 0), v["seeds"]))
+        for name, v in b["references"].items():
+            rows.append((where, f"*{name.replace('_', '-')}*",
+                         interval(v["recall_psnr"], v["recall_psnr_ci"]), "", "", ""))
+    header = ("walks", "world", "recall PSNR (dB)", f"minus {ref}, same seed (dB)",
+              "ms / chunk", "seeds")
+    return Rendered(header, rows, (r,))
+
+
 def long_horizon(results: Path) -> Rendered:
     r = load_result(results, "long_horizon.json")
     seeds = r.data.get("seeds", {})
@@ -414,6 +458,8 @@ TABLES: dict[str, Callable[[Path], Rendered]] = {
     "inference": inference,
     "fast_decoder": fast_decoder,
     "memory": memory,
+    "geometry": geometry,
+    "recall": recall,
     "long_horizon": long_horizon,
     "autoencoders": autoencoders,
     "browser_play": browser_play,
