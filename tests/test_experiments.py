@@ -249,7 +249,8 @@ def test_a_stopped_runner_leaves_no_job_behind(tmp_path, how):
         "import os, sys, time\nopen(sys.argv[1], 'w').write(str(os.getpid()))\ntime.sleep(120)\n")
     (root / "runs").mkdir()
     runner = subprocess.Popen([sys.executable, "-m", "worldlab", "run", "--root", str(root),
-                               str(root / "experiments/tiny.yaml")], cwd=root)
+                               str(root / "experiments/tiny.yaml")], cwd=root,
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     pid_file = root / "runs/pid"
     for _ in range(300):
         if pid_file.exists() and pid_file.read_text():
@@ -257,10 +258,13 @@ def test_a_stopped_runner_leaves_no_job_behind(tmp_path, how):
         time.sleep(0.1)
     job = psutil.Process(int(pid_file.read_text()))
     os.kill(runner.pid, getattr(signal, how))
-    runner.wait(30)
+    out, err = runner.communicate(timeout=30)
     job.wait(30)  # raises TimeoutExpired if the job outlived its runner
     assert not job.is_running()
     assert not (root / "runs/experiments/tiny/wait/wait.json").exists()  # no stamp
+    if how == "SIGTERM":  # told, not killed: it says so, without a traceback
+        assert runner.returncode == 130 and "Traceback" not in err
+        assert "stopped (signal 15): finished jobs keep their stamps" in out
 
 
 def test_a_job_that_ran_while_the_code_changed_is_stamped_unclean(tmp_path):

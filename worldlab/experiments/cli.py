@@ -43,8 +43,13 @@ def _run(args) -> int:
         if args.dry_run:
             print(describe(spec, root))
             continue
-        run_spec(spec, root=root, jobs=args.jobs, executor=args.executor, only=args.only,
-                 allow_dirty=args.allow_dirty, slurm=slurm, progress=progress)
+        try:
+            run_spec(spec, root=root, jobs=args.jobs, executor=args.executor, only=args.only,
+                     allow_dirty=args.allow_dirty, slurm=slurm, progress=progress)
+        except KeyboardInterrupt as stop:  # Ctrl-C or SIGTERM: the jobs have ended
+            print(f"[{spec.name}] stopped ({stop or 'Ctrl-C'}): finished jobs keep their "
+                  f"stamps; run the same command again to go on", flush=True)
+            return 130
     return 0
 
 
