@@ -56,7 +56,7 @@ def generate(world: World, episode, start: int, context: int, frames: int,
         s = slice(start + j * f, start + (j + 1) * f)
         stream.append_truth(ctx[:, j * f:(j + 1) * f], chunk_conditions(j, f, *conditions),
                             episode.rgb[s], _depth(episode, s))
-    out = []
+    out, drawn = [], []  # latents per chunk; the frames decoded for the 3D cache
     for j in range(context // f, frames // f):
         cond = chunk_conditions(j, f, *conditions)
         noise = torch.randn((1, f, *ctx.shape[2:]), generator=g, dtype=ctx.dtype,
@@ -65,9 +65,11 @@ def generate(world: World, episode, start: int, context: int, frames: int,
         if j < frames // f - 1:  # the last chunk has nobody left to attend to it
             stream.append(out[-1], cond, g)
             if stream.points is not None:  # the 3D cache fuses what the world drew
+                drawn.append(world.decode(out[-1]))
                 s = slice(start + j * f, start + (j + 1) * f)
-                stream.observe(world.decode(out[-1]), _depth(episode, s))
-    return world.decode(torch.cat(out, dim=1))
+                stream.observe(drawn[-1], _depth(episode, s))
+    # the decoders are frame by frame: the chunks decoded for the cache are not decoded again
+    return np.concatenate(drawn + [world.decode(torch.cat(out[len(drawn):], dim=1))])
 
 
 def _depth(episode, frames: slice):

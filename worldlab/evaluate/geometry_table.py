@@ -26,7 +26,7 @@ import torch
 from ..pretrained import load_world
 from .protocols import heldout_episodes, next_chunk
 from .stats import bootstrap, paired, paired_seed_rows
-from .table_io import cache_key, cached, paired_models, relative, write_table
+from .table_io import cache_key, cached, paired_models, relative, seed_row, write_table
 
 MAP_SETS = {"training_maps": ("MAP01", "MAP02", "MAP03"), "heldout_map": ("MAP04",)}
 HELDOUT_MAP_OFFSET = 100_000  # the held-out map's walks start this far above --seed
@@ -56,12 +56,9 @@ def _block(scores: dict[str, dict], key: str, reference: str) -> dict:
     warp = first["baseline_warp_psnr_per_episode"]
     rows = {}
     for base, row in paired_seed_rows(per_walk, reference).items():
-        names = list(row["per_seed"])
-        rows[base] = {"next_chunk_psnr": row["mean"], "next_chunk_psnr_ci": [row["lo"],
-                                                                            row["hi"]],
-                      **{k: v for k, v in row.items() if k in ("per_seed", "seeds")
-                         or k.startswith("paired_vs_")},
-                      "vs_warp_last": paired(np.mean([per_walk[n] for n in names], 0), warp)}
+        seeds_mean = np.mean([per_walk[n] for n in row["per_seed"]], 0)
+        rows[base] = {**seed_row(row, "next_chunk_psnr"), "vs_warp_last": paired(seeds_mean,
+                                                                                 warp)}
     baselines = {name: bootstrap(first[f"{k}_per_episode"]) for name, k in BASELINES.items()}
     return {"walks": len(warp), "short_walks": first["next_chunk_short_episodes"],
             "context_frames": first["next_chunk_context_frames"],

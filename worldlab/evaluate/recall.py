@@ -31,7 +31,7 @@ import numpy as np
 
 from ..metrics import frame_psnr
 from ..pretrained import World
-from .baselines import warp_baseline
+from .baselines import repeat_baseline, warp_baseline
 from .generation import generate
 from .revisit import (MIN_GAP, MIN_OVERLAP, POLICIES, PSNR_MAX, coverage, oracle_frames,
                       return_pairs, through_autoencoder)
@@ -65,9 +65,10 @@ def recall_walks(n: int, frames: int, window_frames: int, f: int, engine: str,
                  maps: tuple[str, ...], seed: int, max_tries: int = 4, **engine_opts
                  ) -> tuple[list, list, dict]:
     """`n` held-out revisit walks of `engine` (the two revisit players alternating, random
-    starts over `maps`, or the engine's own worlds when empty) that have recall frames, from consecutive seeds: (walks, their recall frames,
-    {"seeds_tried", "left_out": seeds without recall frames}). Fails naming the seeds when
-    `max_tries` x n seeds do not give n."""
+    starts over `maps`, or the engine's own worlds when empty) that have recall frames, from
+    consecutive seeds: (walks, their recall frames, {"seeds_tried", "left_out": seeds
+    without recall frames}). Fails naming the seeds when `max_tries` x n seeds do not give
+    n."""
     walks, pairs, left_out = [], [], []
     for k in range(max_tries * n):
         if len(walks) == n:
@@ -120,8 +121,7 @@ def reference_recall(world: World, walks, pairs) -> dict:
         out["oracle"].append(_walk_mean(through_autoencoder(world, oracle_frames(ep, found)),
                                         ep, js))
         out["copy"].append(_walk_mean(through_autoencoder(world, ep.rgb[i]), ep, js))
-        out["repeat_last"].append(_walk_mean(np.repeat(ep.rgb[last][None], len(js), 0), ep,
-                                             js))
+        out["repeat_last"].append(_walk_mean(repeat_baseline(ep.rgb[last], len(js)), ep, js))
         out["warp_last"].append(_walk_mean(warp_baseline(ep, last, js), ep, js))
         out["autoencoder"].append(_walk_mean(through_autoencoder(world, ep.rgb[js]), ep, js))
     return out

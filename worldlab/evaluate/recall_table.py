@@ -20,7 +20,7 @@ from ..pretrained import load_world
 from .recall import MAX_WINDOW_COVER, recall_walks, reference_recall, world_recall
 from .revisit import MIN_GAP, MIN_OVERLAP
 from .stats import bootstrap, paired_seed_rows, seed_groups
-from .table_io import cache_key, cached, paired_models, relative, write_table
+from .table_io import cache_key, cached, paired_models, relative, seed_row, write_table
 
 OPTS = {"doom": {"monsters": "invulnerable"}, "procedural": {}}  # and procedural's --walls
 
@@ -45,16 +45,13 @@ def block(scores: dict, references: dict, reference: str, walks: dict) -> dict:
     for base, row in rows.items():
         names = list(row["per_seed"])
         variants[base] = {
-            "recall_psnr": row["mean"], "recall_psnr_ci": [row["lo"], row["hi"]],
-            **{k: v for k, v in row.items() if k in ("per_seed", "seeds")
-               or k.startswith("paired_vs_")},
+            **seed_row(row, "recall_psnr"),
             "memory_tokens_per_frame": scores[names[0]]["memory_tokens_per_frame"],
             "ms_per_chunk": float(np.median([scores[n]["ms_per_chunk"] for n in names])),
             "sampling_steps": scores[names[0]]["sampling_steps"]}
     return {**walks, "seeds": max(len(g) for g in seed_groups(scores).values()),
             "variants": variants,
-            "references": {k: {"recall_psnr": bootstrap(v)["mean"],
-                               "recall_psnr_ci": [bootstrap(v)["lo"], bootstrap(v)["hi"]]}
+            "references": {k: seed_row(bootstrap(v), "recall_psnr")
                            for k, v in references.items()}}
 
 

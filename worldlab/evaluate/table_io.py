@@ -69,6 +69,15 @@ def paired_models(args) -> dict[str, Path]:
     return models
 
 
+def seed_row(pooled: dict, metric: str) -> dict:
+    """A variant's row in a table that pairs by seed, from `stats.paired_seed_rows`' entry:
+    `metric` (the mean over seeds), `<metric>_ci`, `per_seed`, `seeds` and any
+    `paired_vs_<reference>`."""
+    return {metric: pooled["mean"], f"{metric}_ci": [pooled["lo"], pooled["hi"]],
+            **{k: v for k, v in pooled.items()
+               if k in ("per_seed", "seeds") or k.startswith("paired_vs_")}}
+
+
 def relative(path) -> str:
     """`path` as a table records it: relative to the repository root (a relative path is
     kept as given)."""

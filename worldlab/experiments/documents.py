@@ -105,6 +105,11 @@ def interval(mean, lo_hi) -> str:
     return fmt({"mean": mean, "lo": lo_hi[0], "hi": lo_hi[1]})
 
 
+def ci(stats: dict | None) -> str:
+    """`fmt` of a {"mean", "lo", "hi"} (a paired difference, a baseline), '' for None."""
+    return "" if stats is None else fmt(stats)
+
+
 def mean_sd(stats: dict) -> str:
     return f"{stats['mean']:.2f} +- {stats['std']:.2f}"
 
@@ -341,21 +346,14 @@ def geometry(results: Path) -> Rendered:
     """Next chunk per map set: each world pooled over its seeds, paired with the reference
     (same seed) and with warp-last, then the baselines."""
     r = load_result(results, "geometry_world.json")
-    ref = r.get("reference")
-
-    def diff(d):
-        return "" if d is None else interval(d["mean"], [d["lo"], d["hi"]])
-
-    rows = []
+    ref, rows = r.get("reference"), []
     for block in ("training_maps", "heldout_map"):
         where = f"{block.replace('_', ' ')} ({r.get(block, 'walks')} walks)"
         for name, v in r.get(block, "variants").items():
             rows.append((where, name, interval(v["next_chunk_psnr"], v["next_chunk_psnr_ci"]),
-                         diff(v.get(f"paired_vs_{ref}")), diff(v["vs_warp_last"]),
-                         v["seeds"]))
+                         ci(v.get(f"paired_vs_{ref}")), ci(v["vs_warp_last"]), v["seeds"]))
         for name, v in r.get(block, "baselines").items():
-            rows.append((where, f"*{name.replace('_', '-')}*",
-                         interval(v["mean"], [v["lo"], v["hi"]]), "", "", ""))
+            rows.append((where, f"*{name.replace('_', '-')}*", ci(v), "", "", ""))
     header = ("walks", "world", "next chunk PSNR (dB)", f"minus {ref}, same seed (dB)",
               "minus warp-last (dB)", "seeds")
     return Rendered(header, rows, (r,))
@@ -369,10 +367,9 @@ def recall(results: Path) -> Rendered:
     for block, b in r.get("engines").items():
         where = f"{block.replace('_', ' ')} ({b['walks']} walks, {b['recall_frames']} frames)"
         for name, v in b["variants"].items():
-            d = v.get(f"paired_vs_{ref}")
             rows.append((where, name, interval(v["recall_psnr"], v["recall_psnr_ci"]),
-                         "" if d is None else interval(d["mean"], [d["lo"], d["hi"]]),
-                         num(v["ms_per_chunk"], 0), v["seeds"]))
+                         ci(v.get(f"paired_vs_{ref}")), num(v["ms_per_chunk"], 0),
+                         v["seeds"]))
         for name, v in b["references"].items():
             rows.append((where, f"*{name.replace('_', '-')}*",
                          interval(v["recall_psnr"], v["recall_psnr_ci"]), "", "", ""))
