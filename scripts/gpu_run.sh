@@ -20,11 +20,12 @@
 # so the script is known to work before device time is spent (tests/test_gpu_run.py).
 # Before anything else the preset is checked against the device's memory and the accelerate
 # config against the machine (`python -m worldlab train check`): a mismatch fails at once.
-# Knobs (environment): EPISODES, WORLD_MINUTES, WORLD_BATCH, COMPARE, PY.
+# Knobs (environment): EPISODES, WORLD_MINUTES, WORLD_BATCH, COMPARE, PY. Without open3d the
+# eval walks use DOOM's coarse depth buffer (--no-metric-depth) and doom64 is scored beside.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${PY:-.venv/bin/python}
-[ -x "$PY" ] || PY=python
+command -v "$PY" >/dev/null || PY=python3
 DRY=0 OUT=runs/gpu_run DATA=""
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -53,6 +54,12 @@ else
   CHECK=(--accelerate-config configs/accelerate/one_gpu.yaml)
   # doom64's quick suite on this device too (COMPARE=1, ~45 s); else its shipped scores
   COMPARE=${COMPARE:-0} MODEL_STEPS=200 TRAIN_STEPS=60 COMPILE=(--compile) THREADS=8
+fi
+# Without open3d (a bare device image) the held-out walks take DOOM's coarse depth buffer
+# instead of ray casting the level; doom64 is then scored here too, on the same walks
+if ! "$PY" -c "import open3d" 2>/dev/null; then
+  echo "[gpu_run] open3d is missing: eval with --no-metric-depth, doom64 scored beside it"
+  EVAL+=(--no-metric-depth) COMPARE=1
 fi
 mkdir -p "$OUT"
 : > "$OUT/stages.tsv"

@@ -31,8 +31,12 @@ def _stages(out: Path) -> dict[str, int]:
 
 
 def _quick(result: dict | None) -> dict | None:
-    keys = ("next_chunk_psnr", "rollout_psnr_mean", "baseline_repeat_psnr", "fps")
-    return None if result is None else {k: result[k] for k in keys}
+    keys = ("next_chunk_psnr", "rollout_psnr_mean", "baseline_repeat_psnr",
+            "baseline_warp_psnr", "autoencoder_psnr", "fps")
+    if result is None:
+        return None
+    return {**{k: result.get(k) for k in keys},
+            "metric_depth": result.get("episodes", {}).get("metric_depth", True)}
 
 
 def _speed_up(train: dict) -> float | None:

@@ -110,6 +110,14 @@ class World:
         return self.captions.embed([captions]).to(self.device)
 
 
+def shipped_captions() -> CaptionTable:
+    """The default world's caption table (empty if it is not there): the prompts DOOM
+    recordings and play use, embedded, for worlds that have none of their own (a fresh
+    preset being timed), so the text encoder need not load just to be timed."""
+    path = ROOT / DEFAULT_WORLD / CAPTIONS_FILE
+    return CaptionTable.load(path) if path.exists() else CaptionTable()
+
+
 # ----------------------------------------------------------------------------------------
 # Paths: one rule for every loader
 # ----------------------------------------------------------------------------------------

@@ -18,7 +18,7 @@ from ..memory.cache3d import reprojection_error
 from ..model.autoencoder import VideoAutoencoder
 from ..model.dit import WorldModel
 from ..pretrained import World, load_world, named_world, resolve_checkpoint, \
-    resolve_device
+    resolve_device, shipped_captions
 from ..train.recipes import seeded
 from .protocols import runtime
 from .report import print_table
@@ -89,7 +89,8 @@ def fresh_world(preset: str, size: int | None = None, device: str = "auto",
                          f"downsampling, {ae.downsample}")
     model = seeded(lambda: WorldModel.from_config_dataclass(
         cfg.model, ae.config.latent_channels, cfg.data.size // ae.downsample), 0)
-    return World(ae.to(dev).eval(), model.to(dev).eval(), cfg, dev)
+    return World(ae.to(dev).eval(), model.to(dev).eval(), cfg, dev,
+                 captions=shipped_captions())
 
 
 def bench_model(checkpoint=None, steps: int = 300, preset: str | None = None,

@@ -43,6 +43,10 @@ def _episodes(args, engine: str, frames: int, size: int) -> list:
     suite = SUITES[args.suite]
     maps = tuple(m for m in args.maps.replace("+", ",").split(",") if m) if args.maps else None
     opts = {"monsters": "invulnerable"} if suite.invulnerable and engine == "doom" else {}
+    if args.no_metric_depth:  # the coarse depth buffer: warp-last is coarser too
+        if engine != "doom":
+            raise SystemExit(f"--no-metric-depth is a doom option; the engine is {engine!r}")
+        opts["metric_depth"] = False
     return heldout_episodes(engine, args.episodes, frames, size, suite.policy,
                             seed=args.seed, start=args.start, maps=maps, **opts)
 
@@ -250,7 +254,8 @@ def _cli(args) -> int:
     settings = {"count": len(episodes), "seeds": [args.seed, args.seed + len(episodes)],
                 "frames": len(episodes[0]), "policy": suite.policy,
                 "monsters": "invulnerable" if suite.invulnerable else "on",
-                "start": args.start, "maps": args.maps}
+                "start": args.start, "maps": args.maps,
+                "metric_depth": not args.no_metric_depth}
     if suite.scored_subset:  # the episodes scored: those with a return frame
         settings = {**settings, **result["episodes"], "recorded": len(episodes)}
     result.update(checkpoint=str(source), weights=args.weights, engine=engine,
@@ -289,6 +294,10 @@ def configure_cli(parser) -> None:
                              "(default player; random for long and revisit)")
     parser.add_argument("--maps", default=None,
                         help="doom maps, comma-separated; episode k plays map k mod count")
+    parser.add_argument("--no-metric-depth", action="store_true",
+                        help="doom: depth from the engine's coarse uint8 buffer (steps of "
+                             "0.22 m) instead of ray casting the level (no open3d needed; "
+                             "warp-last is scored with the coarse depth too)")
     parser.add_argument("--frames", type=int, default=None,
                         help="frames per held-out episode: autoencoder (64), long (1000) "
                              "and revisit (96) suites")

@@ -29,7 +29,7 @@ from ..episodes import ClipTensors, EpisodeClips, EpisodeStore, LatentCache, col
 from ..episodes.recording import record_many
 from ..model.autoencoder import VideoAutoencoder
 from ..model.dit import WorldModel
-from ..model.textenc import CaptionTable
+from ..pretrained import shipped_captions
 from ..paths import RUNS
 from ..train import fit, make_accelerator, world_model_loss
 from ..train.recipes import fill_latents, seeded
@@ -131,7 +131,7 @@ def bench_train(preset: str = "small", device: str = "auto", steps: int = 300,
     geometry = (sample.shape[1], sample.shape[-1])
     f = cfg.model.chunk_frames
     clip = dict(clip_frames=f * cfg.data.clip_chunks, chunk_frames=f, stride=f, ids=ids)
-    table, rows, loads = CaptionTable(), {}, {}
+    table, rows, loads = shipped_captions(), {}, {}
     t0 = time.perf_counter()
     tensors = ClipTensors(store, cache, device=acc.device, **clip)
     loads["tensors"] = time.perf_counter() - t0
