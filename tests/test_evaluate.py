@@ -233,3 +233,35 @@ def test_reconstruction_strip_rows_are_the_frames_then_each_autoencoder(setup):
         reconstruction_strip({"tiny": ae}, rgb, scale=0)
     with pytest.raises(ValueError, match="rgb must be non-empty uint8"):
         reconstruction_strip({"tiny": ae}, rgb.astype(np.float32))
+
+
+def test_eval_without_metric_depth_records_doom_walks_on_its_depth_buffer(tmp_path):
+    """`--no-metric-depth` (a machine without open3d): DOOM's coarse depth buffer, said in
+    the JSON; for another engine it is an error naming the engine."""
+    import json
+
+    from worldlab.cli import main
+
+    from test_play import make_tiny_world
+
+    world_dir = make_tiny_world(tmp_path / "world")
+    out = tmp_path / "eval"
+    assert main(["eval", "--suite", "autoencoder", "--checkpoint", str(world_dir),
+                 "--engine", "doom", "--no-metric-depth", "--episodes", "1", "--frames", "4",
+                 "--device", "cpu", "--threads", "1", "--out", str(out)]) == 0
+    assert json.loads((out / "autoencoder.json").read_text())["episodes"]["metric_depth"] \
+        is False
+    with pytest.raises(SystemExit, match="doom option; the engine is 'procedural'"):
+        main(["eval", "--suite", "autoencoder", "--checkpoint", str(world_dir), "--engine",
+              "procedural", "--no-metric-depth", "--out", str(tmp_path / "no")])
+    assert not (tmp_path / "no").exists()
+
+
+def test_a_fresh_world_is_timed_without_loading_the_text_encoder():
+    """bench model --preset: the shipped caption table holds the still camera's caption."""
+    from worldlab.evaluate.bench import fresh_world
+    from worldlab.evaluate.protocols import still_conditions
+
+    world = fresh_world("tiny", 64, "cpu")
+    assert still_conditions(world)["text"].shape[-1] == 384
+    assert world.captions.encoder is None
