@@ -15,7 +15,8 @@ import torch
 
 import worldlab as wl
 from worldlab.episodes import Episode
-from worldlab.evaluate.long import long_horizon, motion
+from worldlab.evaluate.long import (long_horizon, loop_closure_frames, loop_closure_scores,
+                                    motion)
 from worldlab.pretrained import World
 
 from oracle_worlds import OracleModel, straight_walk, tiny_autoencoder
@@ -60,7 +61,27 @@ def test_the_truth_is_drift_free_and_scores_the_autoencoder(walks):
     assert len(curves["frame"]) == len(curves["psnr_open_loop"]) == (FRAMES - f) // 10
     assert curves["frame"][0] == f + 6  # the first generated frames, not the context
     assert np.isfinite(curves["psnr_repeat"]).all()
+    assert -1 <= r["ssim_late"] <= 1 and r["sharpness_ratio_vs_engine_late"] > 0
+    assert r["psnr_warp_late"] > 0 and r["motion_ratio_vs_engine_late"] > 0
+    # a straight walk never comes back: no loop-closure frame, no loop-closure score
+    assert r["loop_closure_frames"] == 0 and r["loop_closure_psnr_late"] is None
     json.dumps(r)  # every number is plain JSON
+
+
+def test_loop_closure_frames_are_those_that_come_back_far_enough(walks):
+    """Frames 66-80 stand where frames 1-15 stood: with a gap of 40 they close the loop,
+    with a gap of 70 only those 71 or more frames on do; their scores are walk means."""
+    ep = textured_walk(0)
+    ep.c2w[65:80] = ep.c2w[0:15]
+    late = slice(64, 80)
+    np.testing.assert_array_equal(loop_closure_frames(ep, late, min_gap=40), np.arange(65, 80))
+    np.testing.assert_array_equal(loop_closure_frames(ep, late, min_gap=70), [])
+    scores = [{f"psnr_{s}": np.arange(80.0) for s in ("open_loop", "repeat", "warp",
+                                                       "autoencoder")}] * 2
+    r = loop_closure_scores(scores, [np.array([70, 72]), np.array([], np.int64)])
+    assert r["loop_closure_frames"] == 2 and r["loop_closure_psnr_late"] == 71.0
+    assert r["loop_closure_psnr_late_per_walk"][0] == 71.0
+    assert np.isnan(r["loop_closure_psnr_repeat_late_per_walk"][1])
 
 
 def test_a_frozen_world_shows_no_motion(walks):

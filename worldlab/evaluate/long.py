@@ -11,12 +11,21 @@ replaying the actions) is generated four ways, frame for frame:
                  open loop minus drift-free is the drift alone, not what the world never saw
     autoencoder  the engine's frames through the world's autoencoder: the ceiling
     repeat-last  the context's last frame, forever
+    warp-last    the context's last frame warped into each pose with the engine's depth
+                 (`baselines.warp_baseline`): what geometry alone gives
 
-Per frame: PSNR against the engine, sharpness (variance of the Laplacian of the grey frame)
+The drift-free stream is a next-chunk score (teacher forcing all along), not a ceiling of
+open loop; `drift_free=False` leaves it out (a table computes it for its reference only).
+
+Per frame: PSNR and SSIM against the engine, sharpness (variance of the Laplacian of the grey frame)
 and motion (mean absolute difference from the previous frame, 0-255). Windows: frames
 33-64 (`early`) and the last 100 frames (`late`; 900-999 of a 1,000-frame walk). Ratios are
 of means over the window's frames of all walks; motion catches the freezing anti-drift
-training is known to cause, colour distance the palette drift.
+training is known to cause, colour distance the palette drift. **Loop closure**: the late
+frames whose view a frame more than LOOP_GAP frames earlier covers by at least LOOP_OVERLAP
+(the engine's depth and poses, `revisit.return_pairs`), where a world that kept the place
+can be scored against a target it has seen (walks of the `loops` player come back again
+and again).
 
 Shape legend: T frames of a walk, n chunks, f frames per chunk, h w frame size.
 """
@@ -26,22 +35,28 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from ..metrics import colour_distance, frame_psnr, sharpness
+from ..metrics import colour_distance, frame_psnr, frame_ssim, sharpness
 from ..model.sampler import chunk_conditions
 from ..pretrained import World
+from .baselines import warp_baseline
 from .generation import episode_conditions
 from .memory_rollout import engine_depth, memory_stream
+from .revisit import return_pairs
 from .stats import combine_seeds
 
 EARLY = (32, 64)  # frames 33-64, 1-based, as the quick suite's horizon ends
 LATE_FRAMES = 100  # the last 100 frames of a walk
 CURVE_STRIDE = 10  # frames per point of the stored curves
-STREAMS = ("open_loop", "drift_free", "autoencoder", "repeat")
+STREAMS = ("open_loop", "drift_free", "autoencoder", "repeat", "warp")
+LOOP_GAP = 100  # frames: a loop-closure frame returns to a view seen more than this before
+LOOP_OVERLAP = 0.5  # share of its pixels that earlier view covers
 
 
 @torch.no_grad()
-def generate_walk(world: World, episode, seed: int = 0, progress=None) -> dict:
-    """The four streams of one walk, uint8 (T, h, w, 3) each, plus the engine's frames.
+def generate_walk(world: World, episode, seed: int = 0, progress=None,
+                  drift_free: bool = True) -> dict:
+    """The streams of one walk (`STREAMS`; drift-free only if asked), uint8 (T, h, w, 3)
+    each, plus the engine's frames.
 
     Both model streams stream chunk by chunk with their own KV cache (and, for a world with
     memory, their own memory: the drift-free stream's holds the engine's chunks) and draw
@@ -54,8 +69,9 @@ def generate_walk(world: World, episode, seed: int = 0, progress=None) -> dict:
     actions, c2w, captions = episode_conditions(world, episode, 0, T)
     noise_gen = torch.Generator().manual_seed(seed)
     context_gen = torch.Generator().manual_seed(seed + 1)
-    streams = {name: memory_stream(world, episode) for name in ("open_loop", "drift_free")}
-    frames = {"open_loop": [rgb[:f]], "drift_free": [rgb[:f]],
+    models = ("open_loop", "drift_free") if drift_free else ("open_loop",)
+    streams = {name: memory_stream(world, episode) for name in models}
+    frames = {**{name: [rgb[:f]] for name in models},
               "autoencoder": [world.decode(truth[:, :f])]}
     for stream in streams.values():
         stream.append_truth(truth[:, :f], chunk_conditions(0, f, actions, c2w, captions),
@@ -78,6 +94,7 @@ def generate_walk(world: World, episode, seed: int = 0, progress=None) -> dict:
             progress(1)
     out = {name: np.concatenate(v) for name, v in frames.items()}
     out["repeat"] = np.broadcast_to(rgb[f - 1], rgb.shape)
+    out["warp"] = np.concatenate([rgb[:f], warp_baseline(episode, f - 1, range(f, T))])
     out["engine"] = rgb
     return out
 
@@ -90,14 +107,40 @@ def motion(frames: np.ndarray) -> np.ndarray:
 
 
 def walk_scores(walk: dict) -> dict:
-    """Per-frame arrays (T,) of one walk: psnr_<stream>, sharpness_<stream or engine>,
-    motion_<stream or engine>."""
-    out = {}
-    for name in STREAMS:
-        out[f"psnr_{name}"] = frame_psnr(walk[name], walk["engine"])
-    for name in (*STREAMS[:3], "engine"):
+    """Per-frame arrays (T,) of one walk: psnr_<stream>, ssim_open_loop, and
+    sharpness_<stream or engine> and motion_<stream or engine> of the model streams, the
+    autoencoder and the engine (streams the walk has)."""
+    streams = [name for name in STREAMS if name in walk]
+    out = {f"psnr_{name}": frame_psnr(walk[name], walk["engine"]) for name in streams}
+    out["ssim_open_loop"] = frame_ssim(walk["open_loop"], walk["engine"])
+    for name in (*(n for n in streams if n not in ("repeat", "warp")), "engine"):
         out[f"sharpness_{name}"] = sharpness(walk[name])
         out[f"motion_{name}"] = motion(walk[name])
+    return out
+
+
+def loop_closure_frames(episode, window: slice, min_gap: int = LOOP_GAP,
+                        min_overlap: float = LOOP_OVERLAP) -> np.ndarray:
+    """The frames of `window` (indices) whose view a frame more than `min_gap` frames
+    earlier covers by at least `min_overlap`, from the engine's depth and poses."""
+    pairs = return_pairs(episode, min_gap + 1, min_overlap, start=window.start,
+                         frames=window.stop)
+    return np.array([j for j, _, _ in pairs], dtype=np.int64)
+
+
+def loop_closure_scores(scores: list[dict], loops: list[np.ndarray]) -> dict:
+    """Per-walk means over each walk's loop-closure frames of the open loop, repeat-last,
+    warp-last and the autoencoder (nan for a walk without one), and the means over the
+    walks that have them."""
+    keys = {"open_loop": "loop_closure_psnr", "repeat": "loop_closure_psnr_repeat",
+            "warp": "loop_closure_psnr_warp", "autoencoder": "loop_closure_psnr_ae"}
+    out = {"loop_closure_frames": int(sum(len(j) for j in loops))}
+    for stream, key in keys.items():
+        per_walk = [float(s[f"psnr_{stream}"][j].mean()) if len(j) else float("nan")
+                    for s, j in zip(scores, loops)]
+        kept = [v for v in per_walk if np.isfinite(v)]
+        out[f"{key}_late"] = float(np.mean(kept)) if kept else None
+        out[f"{key}_late_per_walk"] = per_walk
     return out
 
 
@@ -118,22 +161,29 @@ def summarise(walks: list[dict], scores: list[dict], context: int) -> dict:
         w = _window(T, which)
         m = {k: float(v[w].mean()) for k, v in mean.items()}
         pooled = {name: np.concatenate([walk[name][w] for walk in walks])
-                  for name in (*STREAMS[:2], "engine")}
+                  for name in ("open_loop", "drift_free", "engine") if name in walks[0]}
         result.update({
             f"psnr_{which}": m["psnr_open_loop"],
-            f"psnr_drift_free_{which}": m["psnr_drift_free"],
+            f"ssim_{which}": m["ssim_open_loop"],
             f"psnr_repeat_{which}": m["psnr_repeat"],
+            f"psnr_warp_{which}": m["psnr_warp"],
             f"psnr_ae_{which}": m["psnr_autoencoder"],
-            f"sharpness_ratio_vs_drift_free_{which}":
-                m["sharpness_open_loop"] / m["sharpness_drift_free"],
+            f"sharpness_ratio_vs_engine_{which}":
+                m["sharpness_open_loop"] / m["sharpness_engine"],
             f"sharpness_ratio_vs_ae_{which}":
                 m["sharpness_open_loop"] / m["sharpness_autoencoder"],
+            f"motion_ratio_vs_engine_{which}": m["motion_open_loop"] / m["motion_engine"],
             f"motion_ratio_vs_ae_{which}": m["motion_open_loop"] / m["motion_autoencoder"],
             f"colour_distance_{which}": colour_distance(pooled["open_loop"], pooled["engine"]),
-            f"colour_distance_drift_free_{which}":
-                colour_distance(pooled["drift_free"], pooled["engine"]),
             f"window_{which}": [w.start + 1, w.stop],  # 1-based, inclusive
         })
+        if "drift_free" in pooled:  # a next-chunk score: teacher forced all along
+            result.update({
+                f"psnr_drift_free_{which}": m["psnr_drift_free"],
+                f"sharpness_ratio_vs_drift_free_{which}":
+                    m["sharpness_open_loop"] / m["sharpness_drift_free"],
+                f"colour_distance_drift_free_{which}":
+                    colour_distance(pooled["drift_free"], pooled["engine"])})
     n = (T - context) // CURVE_STRIDE * CURVE_STRIDE
     result["curves"] = {
         "frame": list(range(context + CURVE_STRIDE // 2 + 1, context + n + 1, CURVE_STRIDE)),
@@ -142,17 +192,21 @@ def summarise(walks: list[dict], scores: list[dict], context: int) -> dict:
     return result
 
 
-def long_horizon(world: World, episodes, seed: int = 0, progress=None) -> dict:
-    """The protocol on held-out walks `episodes` of equal length: window scores, curves and
-    per-walk late PSNRs."""
+def long_horizon(world: World, episodes, seed: int = 0, progress=None,
+                 drift_free: bool = True) -> dict:
+    """The protocol on held-out walks `episodes` of equal length: window scores, loop
+    closure in the late window, curves and per-walk late PSNRs."""
     lengths = {len(ep) // world.chunk_frames for ep in episodes}
     if len(lengths) != 1 or min(lengths) * world.chunk_frames <= EARLY[1]:
         raise ValueError(f"long_horizon needs walks of one length, longer than {EARLY[1]} "
                          f"frames; got {sorted(len(ep) for ep in episodes)}")
-    walks = [generate_walk(world, ep, seed + 2 * k, progress) for k, ep in enumerate(episodes)]
+    walks = [generate_walk(world, ep, seed + 2 * k, progress, drift_free)
+             for k, ep in enumerate(episodes)]
     scores = [walk_scores(w) for w in walks]
     late = _window(len(walks[0]["engine"]), "late")
-    return {**summarise(walks, scores, world.chunk_frames), "walks": len(walks),
+    loops = [loop_closure_frames(ep, late) for ep in episodes]
+    return {**summarise(walks, scores, world.chunk_frames),
+            **loop_closure_scores(scores, loops), "walks": len(walks),
             "frames": len(walks[0]["engine"]),
             "psnr_late_per_walk": [float(s["psnr_open_loop"][late].mean()) for s in scores]}
 
