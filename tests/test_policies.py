@@ -1,6 +1,8 @@
-"""Scripted players: reading the depth, wall avoidance, exact revisits, event prompts, the
-registry (in the open field and one engine; revisits from random starts in both engines:
-tests/test_coverage_recording.py)."""
+"""Scripted players: reading the depth, wall avoidance, exact revisits, long looping walks,
+event prompts, the registry (in the open field and one engine; revisits from random starts
+in both engines: tests/test_coverage_recording.py)."""
+
+import re
 
 import numpy as np
 import pytest
@@ -9,9 +11,11 @@ from worldlab import camera
 from worldlab.engines import make_engine
 from worldlab.engines.base import EventSpec, Observation, match_event
 from worldlab.engines.policies import (MIX_SCHEDULE, POLICIES, AsymmetricReturn, Explore,
-                                       LeaveAndReturn, RandomWalk, TurnAround, clearance,
-                                       make_policy, open_directions, steer, with_events)
-from worldlab.episodes.recording import revisit_pairs
+                                       LeaveAndReturn, Loops, RandomWalk, TurnAround,
+                                       clearance, make_policy, open_directions, steer,
+                                       with_events)
+from worldlab.episodes.recording import record_episode, revisit_pairs
+from worldlab.evaluate.revisit import return_pairs
 
 SIZE = 12
 K = camera.intrinsics_from_fov(SIZE, SIZE, 90.0)
@@ -142,6 +146,46 @@ def test_asymmetric_return_paths_follow_the_seed():
     assert not np.allclose(paths[0], paths[1]) and not np.allclose(paths[1], paths[2])
 
 
+def test_loops_retraces_its_petals_then_repeats_them_in_the_open():
+    policy = Loops(petal_steps=(5, 8))
+    poses, _ = play_open_field(policy, 120, seed=2)
+    (a, b), half = policy.lengths, 4  # the second petal starts with a half turn, 45 a step
+    for k in range(a + 1):  # the first petal: pose a + k is pose a - k, heading included
+        assert np.allclose(poses[a + k], poses[a - k], atol=1e-6), k
+    assert np.linalg.norm(poses[a, :3, 3] - poses[0, :3, 3]) > 1.0  # it went somewhere
+    _, yaw0, _ = camera.heading_from_pose(poses[0])
+    _, yaw, _ = camera.heading_from_pose(poses[2 * a + half])
+    assert abs(camera.wrap_degrees(yaw - yaw0)) == pytest.approx(180.0)  # B leaves backwards
+    period = 2 * (a + b + half)  # then both petals again and again, exactly
+    assert np.allclose(poses[period:], poses[:-period], atol=1e-6)
+    assert not np.allclose(poses[period - 1:-1], poses[:-period])
+
+
+def test_loops_keep_coming_back_in_the_procedural_engine():
+    seed, frames = 1, 400
+    policy = Loops()
+    policy.reset(seed, frames - 1)
+    start = 2 * sum(policy.lengths) + 4  # after the two fresh petals and the half turn
+    ep = record_episode("procedural", seed, frames, 32, "loops")
+    returns = return_pairs(ep, min_gap=100, min_overlap=0.5, start=start)
+    # measured: 178 of the 178 frames after the petals (seed 0: 145 of 146)
+    assert len(returns) >= (frames - start) / 3, (len(returns), frames - start)
+    again = record_episode("procedural", seed, frames, 32, "loops")
+    other = record_episode("procedural", seed + 1, 60, 32, "loops")
+    assert np.array_equal(ep.c2w, again.c2w) and not np.allclose(ep.c2w[:60], other.c2w)
+
+
+def test_loops_short_episodes_and_bad_options():
+    poses, _ = play_open_field(Loops(), 8)  # still on its way out: walks every step
+    assert all(abs(x.forward - 0.25) < 1e-9 for x in camera.actions_from_poses(poses))
+    assert len(record_episode("procedural", 0, 9, 32, "loops")) == 9
+    for bad in [(0, 5), (70, 40), (40.0, 60), (40,), 40]:
+        with pytest.raises(ValueError, match=re.escape(f"got {bad!r}")):
+            Loops(petal_steps=bad)
+    with pytest.raises(ValueError, match="momentum"):
+        Loops(momentum=1.0)
+
+
 def test_explore_is_seeded_and_steps_like_the_random_walk():
     a, _ = play_open_field(Explore(), 60, seed=3)
     assert np.array_equal(a, play_open_field(Explore(), 60, seed=3)[0])
@@ -174,12 +218,12 @@ def test_with_events_prompts_fire_their_event_and_leave_the_walk_alone():
 
 
 def test_registry_and_mix():
-    assert set(POLICIES) == set(MIX_SCHEDULE)
+    assert set(POLICIES) - {"loops"} == set(MIX_SCHEDULE)  # loops: long walks only
     names = [type(make_policy("mix", seed=s)).name for s in range(20)]
-    assert set(names[:5]) == set(POLICIES) and names[10:] == names[:10]
-    # walk, turn, symmetric, asymmetric, explore: explore joined the mix, taking two of
-    # random_walk's slots and one of leave_and_return's
-    assert [names.count(p) for p in POLICIES] == [4, 2, 4, 4, 6]
+    assert set(names[:5]) == set(MIX_SCHEDULE) and names[10:] == names[:10]
+    # walk, turn, symmetric, asymmetric, explore, loops: explore joined the mix, taking two
+    # of random_walk's slots and one of leave_and_return's
+    assert [names.count(p) for p in POLICIES] == [4, 2, 4, 4, 6, 0]
     with pytest.raises(ValueError, match="unknown policy 'dance'"):
         make_policy("dance")
     with pytest.raises(ValueError, match="momentum"):

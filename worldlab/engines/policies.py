@@ -13,6 +13,8 @@ seed, so two seeds walk two different paths from the same start.
     leave_and_return   wander out, then steer back through the outbound poses in reverse
     asymmetric_return  out, a bend, back to an outbound pose by another route, then the
                        view seen before
+    loops              two petals out from the start and back, then both walked again in
+                       turn: long walks that keep coming back (not in the mix)
     mix                one of the above per episode, chosen by the seed (MIX_SCHEDULE)
 
 The players that come back steer on the observed pose every step (`steer`), not on a
@@ -24,6 +26,7 @@ actions do not retrace a path there.
 
 from __future__ import annotations
 
+import itertools
 import math
 
 import numpy as np
@@ -262,13 +265,16 @@ class Routed(Policy):
                 track.append(obs.c2w)
         return obs
 
-    def _turn_to(self, obs: Observation, yaw: float):
-        """Turn in place to heading `yaw` (degrees), the shorter way."""
+    def _turn_to(self, obs: Observation, yaw: float, track: list | None = None):
+        """Turn in place to heading `yaw` (degrees), the shorter way; append every pose
+        reached to `track`."""
         for _ in range(math.ceil(180 / self.turn_deg) + 1):
             error = float(wrap_degrees(yaw - heading_from_pose(obs.c2w)[1]))
             if abs(error) < 0.5:
                 break
             obs = yield Action(yaw=float(np.clip(error, -self.turn_deg, self.turn_deg)))
+            if track is not None:
+                track.append(obs.c2w)
         return obs
 
     def _go_to(self, obs: Observation, point: np.ndarray, tol_m: float = 0.3,
@@ -406,6 +412,67 @@ class AsymmetricReturn(Routed):
         return (yield from self._go_to(obs, goal, 0.5))
 
 
+class Loops(Routed):
+    """Long walks that come back again and again: petals out from the start pose (the
+    anchor) and back, a figure-eight around it.
+
+    The first two petals are fresh: face the start heading (the second petal: the opposite
+    one), random-walk out for L steps (`lengths`, drawn from `petal_steps` by the seed),
+    then steer back through the *observed* outbound poses in reverse to the anchor, as
+    `leave_and_return` does, so every step back revisits an outbound view. From the third
+    petal on the two recorded petals are walked again in turn (A, B, A, ...): steered out
+    through their poses in order, back in reverse. From frame 2 (L_A + L_B) on (plus the
+    second petal's half turn) every frame revisits a view seen at least one petal, 2 L or
+    more frames, earlier; in the open the walk repeats with that period exactly. The
+    episode's steps cut the last petal short. `walk` options go to the `RandomWalk`."""
+
+    name = "loops"
+
+    def __init__(self, petal_steps: tuple[int, int] = (40, 70), **walk):
+        ints = (isinstance(petal_steps, (tuple, list)) and len(petal_steps) == 2
+                and all(isinstance(n, int) and not isinstance(n, bool) for n in petal_steps))
+        if not (ints and 1 <= petal_steps[0] <= petal_steps[1]):
+            raise ValueError(f"petal_steps must be a pair of step counts (low, high) with "
+                             f"1 <= low <= high, got {petal_steps!r}")
+        self.petal_steps = tuple(petal_steps)
+        self.walk = RandomWalk(**walk)
+
+    def reset(self, seed: int, steps: int) -> None:
+        super().reset(seed, steps)
+        self.walk.reset(seed, steps)
+        low, high = self.petal_steps
+        # the walking steps of the two fresh petals (L_A, L_B)
+        self.lengths = tuple(int(n) for n in self.rng.integers(low, high + 1, size=2))
+
+    def _route(self, obs: Observation):
+        yaw = heading_from_pose(obs.c2w)[1]  # the anchor's heading
+        petals = []
+        for face, steps in zip((0.0, 180.0), self.lengths):  # the second leaves the other way
+            track = [obs.c2w]
+            obs = yield from self._turn_to(obs, yaw + face, track)
+            obs = yield from self._wander(obs, steps, track)
+            obs = yield from self._steer_through(obs, track[-2::-1])
+            petals.append(track)
+        for track in itertools.cycle(petals):  # until the episode stops asking
+            obs = yield from self._steer_through(obs, track[1:])
+            obs = yield from self._steer_through(obs, track[-2::-1])
+
+    def _wander(self, obs: Observation, steps: int, track: list):
+        """Random-walk `steps` steps; append every pose reached to `track`."""
+        for _ in range(steps):
+            obs = yield self.walk.act(obs)[0]
+            track.append(obs.c2w)
+        return obs
+
+    def _steer_through(self, obs: Observation, poses: list):
+        """Steer onto each of `poses` in turn, one step each (`steer`)."""
+        # twice the walking pace: room to catch up after a blocked or sliding step
+        move = 2 * self.walk.step_m
+        for pose in poses:
+            obs = yield steer(obs.c2w, pose, move, MAX_TURN_DEG)
+        return obs
+
+
 def _thin(poses: list, spacing_m: float) -> list:
     """Every pose at least `spacing_m` from the last one kept (the first is kept)."""
     kept = poses[:1]
@@ -488,14 +555,14 @@ class WithPrompts(Policy):
 
 POLICIES: dict[str, type[Policy]] = {p.name: p for p in (RandomWalk, TurnAround,
                                                          LeaveAndReturn, AsymmetricReturn,
-                                                         Explore)}
+                                                         Explore, Loops)}
 # a fixed demo walk (walk, turn left, arc right; 18 steps): benchmarks and scripted play
 WALK = [Action(forward=0.25)] * 6 + [Action(yaw=10.0)] * 6 + [Action(forward=0.2, yaw=-5.0)] * 6
 
 # "mix": seed k plays MIX_SCHEDULE[k % 10]: half wandering (explore reaches new rooms,
 # random_walk turns more), four revisits for the memory to learn, one turn in place; a
 # fixed cycle rather than a random draw, so small sets are diverse too (seeds 0-4 play all
-# five)
+# five); loops is for the long-horizon walks only
 MIX_SCHEDULE = ("random_walk", "leave_and_return", "asymmetric_return", "turn_around",
                 "explore", "explore", "leave_and_return", "random_walk", "asymmetric_return",
                 "explore")
