@@ -163,7 +163,29 @@ def test_fit_trains_with_each_switch(switch):
         assert logs[-1]["bank_errors"] == 3 * cfg.batch_size  # each step records its batch
 
 
+def test_a_long_rollout_is_cropped_before_the_loss():
+    """self_rollout_chunks=2: clips of N + 2 chunks roll out from their first chunk, then
+    the model trains on the last N chunks only, its own rollout as their context."""
+    cfg = train_cfg(steps=2, self_rollout_prob=1.0, self_rollout_steps=1, self_rollout_chunks=2)
+    model, seen = tiny_world(), []
+    model.register_forward_hook(lambda m, args, out: seen.append(out.shape[1]))
+    state = T.fit(model, RandomClips(6, (N + 2) * CF, C, S), cfg,
+                  T.world_model_loss(cfg, CF, captions=None))
+    assert state["step"] == 2 and seen and set(seen) == {N * CF}  # the trained passes
+    b, g = clip(), torch.Generator().manual_seed(3)
+    own = A.own_rollout(model, b["latents"], CF, 1, g, b["actions"], b["c2w"])
+    assert torch.equal(own[:, -CF:], b["latents"][:, -CF:])
+
+
 def test_switches_need_teacher_forcing_and_valid_values():
+    with pytest.raises(ValueError, match="self_rollout_chunks=4 rolls out .* is 0"):
+        make_config("tiny", train={"forcing": "teacher", "self_rollout_chunks": 4})
+    with pytest.raises(ValueError, match="self_rollout_chunks=4 crops .* memory"):
+        make_config("tiny", train={"forcing": "teacher", "self_rollout_chunks": 4,
+                                   "self_rollout_prob": 0.5},
+                    memory={"cache3d": "oracle"})
+    with pytest.raises(ValueError, match="train.self_rollout_chunks"):
+        make_config("tiny", train={"forcing": "teacher", "self_rollout_chunks": -1})
     with pytest.raises(ValueError, match="train.context_noise .* train.forcing='teacher'"):
         make_config("tiny", train={"forcing": "diffusion", "context_noise": 0.1})
     with pytest.raises(ValueError, match="train.context_corruption"):

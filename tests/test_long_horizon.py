@@ -81,7 +81,7 @@ def test_loop_closure_frames_are_those_that_come_back_far_enough(walks):
     r = loop_closure_scores(scores, [np.array([70, 72]), np.array([], np.int64)])
     assert r["loop_closure_frames"] == 2 and r["loop_closure_psnr_late"] == 71.0
     assert r["loop_closure_psnr_late_per_walk"][0] == 71.0
-    assert np.isnan(r["loop_closure_psnr_repeat_late_per_walk"][1])
+    assert r["loop_closure_psnr_repeat_late_per_walk"][1] is None
 
 
 def test_a_frozen_world_shows_no_motion(walks):
@@ -151,3 +151,45 @@ def test_seeds_pool_per_method():
     # over walks: the seed-averaged walks are 2 and 4, so the interval spans them
     assert (late["walks"]["mean"], late["walks"]["lo"], late["walks"]["hi"]) == (3.0, 2.0, 4.0)
     assert "walks" not in pooled["a"]["psnr_early"]  # no per-walk values of it
+
+
+def test_table_loops_pairs_methods_by_seed_on_the_same_loop_walks(tmp_path):
+    """`table loops`: two seeds of one world against a reference pair at zero; the
+    references and the walks are described; a rerun reads the cache."""
+    from worldlab.cli import main
+
+    from test_play import make_tiny_world
+
+    w = make_tiny_world(tmp_path / "w")
+    out, cache = tmp_path / "loops.json", tmp_path / "cache"
+    args = ["table", "loops", "--model", f"tf={w}", "--model", f"tf_seed1={w}", "--model",
+            f"x={w}", "--model", f"x_seed1={w}", "--reference", "tf", "--walks", "2",
+            "--frames", "72", "--seed", "1400000", "--threads", "1", "--cache", str(cache),
+            "--out", str(out)]
+    assert main(args) == 0
+    table = json.loads(out.read_text())
+    b = table["engines"]["procedural"]
+    assert b["walks"] == 2 and b["policy"] == "loops" and b["seeds"] == 2
+    assert b["late_window"] == [65, 72] and b["loop_closure"]["min_gap_frames"] == 100
+    x = b["methods"]["x"]
+    assert x["paired_vs_tf"]["mean"] == pytest.approx(0.0, abs=1e-9)
+    assert x["psnr_late"] == pytest.approx(b["methods"]["tf"]["psnr_late"])
+    assert np.isfinite(b["psnr_repeat_late"]) and np.isfinite(b["psnr_drift_free_late"])
+    assert "paired_vs_tf" not in b["methods"]["tf"]
+    cached = sorted(p.name for p in cache.iterdir())
+    assert len(cached) == 4 and main(args) == 0
+    assert sorted(p.name for p in cache.iterdir()) == cached
+
+
+def test_a_second_engine_block_goes_beside_the_first(tmp_path):
+    """--beside keeps an earlier call's engine blocks; another reference is refused."""
+    from worldlab.evaluate.table_io import with_engines_of
+
+    first = tmp_path / "first.json"
+    first.write_text(json.dumps({"reference": "tf", "models": {"tf": "a"},
+                                 "engines": {"procedural": {"walks": 16}}}))
+    table = {"reference": "tf", "models": {"tf": "b"}, "engines": {"doom": {"walks": 16}}}
+    both = with_engines_of(table, first)
+    assert list(both["engines"]) == ["procedural", "doom"] and both["models"] == {"tf": "b"}
+    with pytest.raises(ValueError, match="pairs with 'tf'.* 'none'"):
+        with_engines_of({**table, "reference": "none"}, first)

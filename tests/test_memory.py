@@ -93,6 +93,23 @@ def test_load_base_starts_at_zero_effect(world_dir, world):
         torch.testing.assert_close(
             model(x, t, actions=actions, c2w=c2w, memory=memory, cache_latent=cache),
             world.model(x, t, actions=actions, c2w=c2w), atol=1e-6, rtol=0)
+    assert model.memory_gates() == {"memory_gate_norm": 0.0, "cache_gate_norm": 0.0}
+    assert world.model.memory_gates() == {}  # no memory, no gate
+
+
+def test_the_gates_open_from_the_first_step_and_are_logged(tmp_path, store, world_dir):
+    """Both memory paths learn at once: the zero output projection of memory attention and
+    the zero cache columns of the patch embedding get gradient on step 1; every step logs
+    their norms (TensorBoard and the notebook's live loss read them)."""
+    from worldlab.model.depth_head import DepthHead
+
+    logs = []
+    finetune(world_dir, "sink+tokens+cache3d_own", store, None, steps=2, batch_size=2,
+             depth_head=DepthHead(), callbacks=[logs.append])
+    assert [set(s) >= {"memory_gate_norm", "cache_gate_norm"} for s in logs] == [True, True]
+    # logged as each step's loss is computed: closed on step 1, open after its update
+    assert logs[0]["memory_gate_norm"] == 0 < logs[1]["memory_gate_norm"]
+    assert logs[0]["cache_gate_norm"] == 0 < logs[1]["cache_gate_norm"]
 
 
 def test_long_horizon_streams_a_memory_world_through_its_memory(world_dir, world, store):

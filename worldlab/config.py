@@ -139,6 +139,10 @@ class TrainConfig:
     context_noise: float = 0.0  # diffusion forcing on the context: t ~ U(0, this) on it
     self_rollout_prob: float = 0.0  # share of steps whose context is the model's own rollout
     self_rollout_steps: int = 4  # Euler steps of that rollout
+    # chunks of own rollout before a clip (long rollouts): clips are read that much longer,
+    # rolled out from their first chunk, then cropped to data.clip_chunks, so the context
+    # is the model's own chunks that many chunks deep and a step costs no more to train
+    self_rollout_chunks: int = 0
     # the memory parameters (memory attention and encoder, new in a memory fine-tune and
     # starting at zero effect) learn at this many times the rate of the rest
     memory_lr_scale: float = 1.0
@@ -330,6 +334,7 @@ RULES: dict[str, dict[str, tuple]] = {
               "grad_checkpointing": _FLAG, "context_corruption": _one_of(CORRUPTIONS),
               "corruption_prob": _FRACTION, "context_noise": _CONTEXT_NOISE,
               "self_rollout_prob": _FRACTION, "self_rollout_steps": _COUNT,
+              "self_rollout_chunks": _INDEX,
               "memory_lr_scale": _POSITIVE, "tensorboard": _FLAG},
     "sample": {"steps": _COUNT, "solver": _one_of(SOLVERS), "guidance": _number(),
                "decoder": _one_of(DECODERS), "quantize": _one_of(QUANTIZE),
@@ -395,6 +400,14 @@ def validate_config(cfg: "WorldConfig") -> "WorldConfig":
                          f"train.forcing='teacher' (clean context, loss on the last chunk); "
                          f"got train.forcing={tc.forcing!r}")
     mem = cfg.memory
+    if tc.self_rollout_chunks and not tc.self_rollout_prob:
+        raise ValueError(f"config train.self_rollout_chunks={tc.self_rollout_chunks} rolls "
+                         f"out before the clip on the steps of train.self_rollout_prob, which "
+                         f"is 0: set it above 0 or the chunks to 0")
+    if tc.self_rollout_chunks and (mem.sink or mem.retrieve or mem.cache3d != "off"):
+        raise ValueError(f"config train.self_rollout_chunks={tc.self_rollout_chunks} crops "
+                         f"the clip after the rollout, which a world with memory cannot (its "
+                         f"memory inputs follow the whole clip): set it to 0")
     if (mem.sink or mem.retrieve) and m.memory_tokens == 0:
         raise ValueError(f"config memory.sink={mem.sink} / memory.retrieve={mem.retrieve} "
                          f"need memory attention: model.memory_tokens must be > 0 "

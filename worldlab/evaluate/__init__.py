@@ -11,8 +11,9 @@ Shipped tables are assembled from evaluation outputs by the `table` command (`ta
     wl.evaluate.print_quick(wl.evaluate.quick_suite(world, episodes))
 """
 
-from . import (camera_follow, events, full, full_report, geometry_table, memory_bars,
-               predictors, realism, recall, recall_table, registry, shipped, stats)
+from . import (camera_follow, events, full, full_report, geometry_table, loop_table,
+               memory_bars, predictors, realism, recall, recall_table, registry, shipped,
+               stats)
 from .baselines import repeat_baseline, warp_baseline, warp_to_poses
 from .generation import generate
 from .long import generate_walk, long_horizon

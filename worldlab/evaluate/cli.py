@@ -26,6 +26,7 @@ import torch
 
 from ..atomic import atomic_write_json
 from ..config import STARTS
+from ..engines import policies as players
 from ..paths import RUNS
 from ..loading import load_module
 from ..model.autoencoder import VideoAutoencoder
@@ -47,7 +48,7 @@ def _episodes(args, engine: str, frames: int, size: int) -> list:
         if engine != "doom":
             raise SystemExit(f"--no-metric-depth is a doom option; the engine is {engine!r}")
         opts["metric_depth"] = False
-    return heldout_episodes(engine, args.episodes, frames, size, suite.policy,
+    return heldout_episodes(engine, args.episodes, frames, size, args.policy or suite.policy,
                             seed=args.seed, start=args.start, maps=maps, **opts)
 
 
@@ -252,7 +253,7 @@ def _cli(args) -> int:
                          f"suites; use --checkpoint for the others")
     result, episodes, engine, source = suite.run(args)
     settings = {"count": len(episodes), "seeds": [args.seed, args.seed + len(episodes)],
-                "frames": len(episodes[0]), "policy": suite.policy,
+                "frames": len(episodes[0]), "policy": args.policy or suite.policy,
                 "monsters": "invulnerable" if suite.invulnerable else "on",
                 "start": args.start, "maps": args.maps,
                 "metric_depth": not args.no_metric_depth}
@@ -294,6 +295,9 @@ def configure_cli(parser) -> None:
                              "(default player; random for long and revisit)")
     parser.add_argument("--maps", default=None,
                         help="doom maps, comma-separated; episode k plays map k mod count")
+    parser.add_argument("--policy", default=None, choices=sorted(players.POLICIES),
+                        help="the held-out walks' player (default: the suite's; `loops` "
+                             "comes back again and again, for the long suite)")
     parser.add_argument("--no-metric-depth", action="store_true",
                         help="doom: depth from the engine's coarse uint8 buffer (steps of "
                              "0.22 m) instead of ray casting the level (no open3d needed; "

@@ -130,15 +130,15 @@ def loop_closure_frames(episode, window: slice, min_gap: int = LOOP_GAP,
 
 def loop_closure_scores(scores: list[dict], loops: list[np.ndarray]) -> dict:
     """Per-walk means over each walk's loop-closure frames of the open loop, repeat-last,
-    warp-last and the autoencoder (nan for a walk without one), and the means over the
+    warp-last and the autoencoder (None for a walk without one), and the means over the
     walks that have them."""
     keys = {"open_loop": "loop_closure_psnr", "repeat": "loop_closure_psnr_repeat",
             "warp": "loop_closure_psnr_warp", "autoencoder": "loop_closure_psnr_ae"}
     out = {"loop_closure_frames": int(sum(len(j) for j in loops))}
     for stream, key in keys.items():
-        per_walk = [float(s[f"psnr_{stream}"][j].mean()) if len(j) else float("nan")
+        per_walk = [float(s[f"psnr_{stream}"][j].mean()) if len(j) else None
                     for s, j in zip(scores, loops)]
-        kept = [v for v in per_walk if np.isfinite(v)]
+        kept = [v for v in per_walk if v is not None]
         out[f"{key}_late"] = float(np.mean(kept)) if kept else None
         out[f"{key}_late_per_walk"] = per_walk
     return out

@@ -20,7 +20,8 @@ from ..pretrained import load_world
 from .recall import MAX_WINDOW_COVER, recall_walks, reference_recall, world_recall
 from .revisit import MIN_GAP, MIN_OVERLAP
 from .stats import bootstrap, paired_seed_rows, seed_groups
-from .table_io import cache_key, cached, paired_models, relative, seed_row, write_table
+from .table_io import (cache_key, cached, paired_models, relative, seed_row,
+                       with_engines_of, write_table)
 
 OPTS = {"doom": {"monsters": "invulnerable"}, "procedural": {}}  # and procedural's --walls
 
@@ -97,7 +98,7 @@ def cli(args) -> int:
              "reference": args.reference, "budget": args.budget, "threads": args.threads,
              "models": {n: relative(p) for n, p in models.items()},
              "engines": {args.block: block(scores, references, args.reference, described)}}
-    write_table(args.out, table)
+    write_table(args.out, with_engines_of(table, args.beside) if args.beside else table)
     b = table["engines"][args.block]
     print(f"{args.block} ({b['walks']} walks, {b['recall_frames']} recall frames): "
           + ", ".join(f"{n} {r['recall_psnr']:.2f}" for n, r in b["variants"].items())

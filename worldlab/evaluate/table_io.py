@@ -111,6 +111,18 @@ def cache_key(*parts) -> str:
     return hashlib.sha256(json.dumps([str(p) for p in parts]).encode()).hexdigest()[:12]
 
 
+def with_engines_of(table: dict, path) -> dict:
+    """`table` (one block under "engines") with the blocks of the table at `path` (an
+    earlier call's, another engine's) beside its own, so one JSON holds every engine; the
+    two must pair with the same reference."""
+    other = read_json(path, ("engines", "reference"), "a table with engine blocks")
+    if other["reference"] != table["reference"]:
+        raise ValueError(f"{path} pairs with {other['reference']!r}, this table with "
+                         f"{table['reference']!r}: one reference per table")
+    return {**table, "models": {**other.get("models", {}), **table["models"]},
+            "engines": {**other["engines"], **table["engines"]}}
+
+
 def write_table(out, table: dict) -> Path:
     """`table` as JSON at `out`, atomically; prints and returns where."""
     path = atomic_write_json(Path(out), table)

@@ -1,8 +1,8 @@
 """`python -m worldlab table worlds | memory | long-horizon | fast-decoder | geometry |
-recall`: a shipped table's JSON from evaluation outputs (or, for worlds, fast-decoder,
-geometry and recall, from measuring), written atomically to --out (default
-runs/tables/<name>.json) without provenance: the experiment runner's ship stage adds the
-spec, commit and command. Strips (PNG) go beside the JSON.
+recall | loops`: a shipped table's JSON from evaluation outputs (or, for worlds,
+fast-decoder, geometry, recall and loops, from measuring), written atomically to --out
+(default runs/tables/<name>.json) without provenance: the experiment runner's ship stage
+adds the spec, commit and command. Strips (PNG) go beside the JSON.
 
     python -m worldlab table memory --report runs/memory/eval/revisit.json --best retrieval
     python -m worldlab table long-horizon --report runs/long/report/long.json \
@@ -11,9 +11,12 @@ spec, commit and command. Strips (PNG) go beside the JSON.
     python -m worldlab table fast-decoder --fast runs/fast_decoder/model
     python -m worldlab table geometry --model none=runs/geometry/worlds/none \
         --model cache3d_own=runs/geometry/worlds/cache3d_own --reference none
+    python -m worldlab table loops --model teacher_forcing=runs/long/worlds/tf \
+        --model self_rollout=runs/long/worlds/sr --reference teacher_forcing --walks 16
 
 Each sub-command is one module (`compare_worlds`, `memory_table`, `long_table`,
-`fast_decoder_table`, `geometry_table`, `recall_table`), imported only when chosen; its arguments are spelled here.
+`fast_decoder_table`, `geometry_table`, `recall_table`, `loop_table`), imported only when
+chosen; its arguments are spelled here.
 """
 
 from __future__ import annotations
@@ -129,14 +132,29 @@ def _geometry(p) -> None:
     p.add_argument("--starts", type=int, default=4, help="scored chunks per walk")
 
 
+def _blocks(p, default: str) -> None:
+    """The tables with one block per engine: which block this call makes, and an earlier
+    call's table whose blocks go beside it."""
+    p.add_argument("--block", default=default, help="the table's block: engines.<this>")
+    p.add_argument("--beside", default=None, metavar="JSON",
+                   help="a table of the same reference made for another engine: its "
+                        "blocks are kept beside this one's")
+
+
 def _recall(p) -> None:
     _paired(p, "walks with recall frames", 96, 1_200_000, "runs/recall/scores")
     p.add_argument("--engine", choices=("doom", "procedural"), default="doom")
     p.add_argument("--maps", default="MAP04", help="DOOM maps of the walks (comma-separated)")
     p.add_argument("--walls", choices=("room", "segment"), default=None,
                    help="procedural walls: one material per room or per wall segment")
-    p.add_argument("--block", default="doom_heldout_map",
-                   help="the table's block: engines.<this>")
+    _blocks(p, "doom_heldout_map")
+
+
+def _loops(p) -> None:
+    _paired(p, "loop walks per engine", 1000, 1_400_000, "runs/long/scores")
+    p.add_argument("--engine", choices=("doom", "procedural"), default="procedural")
+    p.add_argument("--maps", default="MAP04", help="DOOM maps of the walks (comma-separated)")
+    _blocks(p, "procedural")
 
 
 # sub-command -> (module with cli(args), the table's default JSON under runs/tables/, its
@@ -154,6 +172,8 @@ TABLE_COMMANDS: dict[str, tuple] = {
                  "worlds with and without the geometry input against warp-last, next chunk"),
     "recall": ("worldlab.evaluate.recall_table", "memory_recall.json", _recall,
                "the recall protocol: return frames only memory can know, paired by seed"),
+    "loops": ("worldlab.evaluate.loop_table", "long_horizon_loops.json", _loops,
+              "long horizon on loop walks: late and loop-closure PSNR, paired by seed"),
 }
 
 

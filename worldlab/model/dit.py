@@ -347,6 +347,24 @@ class WorldModel(ModelMixin, ConfigMixin):
                                  f"expected {key}={want!r}")
         return load_module(cls, path)
 
+    @torch.no_grad()
+    def memory_gates(self) -> dict[str, float]:
+        """The norms of what lets memory into the stream, zero when a fine-tune starts
+        (`train.memory.load_base`): the memory attentions' output projections
+        ("memory_gate_norm") and the patch embedding's columns for the 3D-cache input
+        ("cache_gate_norm"), each for a model that has it. Logged over training: a gate that
+        stays near zero is a memory the model learned to ignore."""
+        gates = {}
+        outs = [b.memory_attn.out.weight for b in self.blocks if hasattr(b, "memory_attn")]
+        if outs:
+            gates["memory_gate_norm"] = float(torch.stack([w.float().norm() for w in outs])
+                                              .norm())
+        if self.config.cache_latent:  # columns (c p q): the latent's c, then the cache's c + 1
+            p2 = self.config.patch_size ** 2
+            latent = (self.patch_in.in_features // p2 - 1) // 2 * p2
+            gates["cache_gate_norm"] = float(self.patch_in.weight[:, latent:].float().norm())
+        return gates
+
     # ---- shared pieces ------------------------------------------------------------------
 
     def _tokens(self, x: torch.Tensor, cache_latent: torch.Tensor | None) -> torch.Tensor:

@@ -20,7 +20,10 @@ target stays the engine's truth (so they need forcing="teacher"):
                         Euler steps with its KV cache, no gradient); the last chunk is still
                         trained against the engine's frames for the same actions
                         (Self-Forcing, Stable Forcing's rollout replay: the engine gives the
-                        truth after any rollout, which no video data set can)
+                        truth after any rollout, which no video data set can);
+                        `self_rollout_chunks` more chunks read before the clip make the
+                        rollout that much deeper, cropped away before the loss, so the
+                        context is what play shows after many chunks of its own
 
 Shape legend: b batch, t frames, n chunks, f frames per chunk, c latent channels,
 h w latent height/width, a action width, k text tokens, e text width.

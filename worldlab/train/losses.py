@@ -126,6 +126,11 @@ def world_model_loss(cfg: TrainConfig, chunk_frames: int, captions: CaptionTable
         actions, c2w = batch["actions"].float(), batch["c2w"].float()
         inputs = context_inputs(unwrapped(model), lat, cfg, chunk_frames, generator, bank,
                                 actions, c2w, text)
+        if cfg.self_rollout_chunks:  # the rollout's lead-in is context for no one: crop it
+            d = cfg.self_rollout_chunks
+            lat, inputs, actions, c2w = (x[:, d * chunk_frames:]
+                                         for x in (lat, inputs, actions, c2w))
+            text = None if text is None else text[:, d:]
         loss, logs = flow_matching_loss(
             model, lat, chunk_frames=chunk_frames, generator=generator, forcing=cfg.forcing,
             schedule=cfg.time_schedule, text_dropout=cfg.text_dropout, actions=actions,
@@ -133,7 +138,7 @@ def world_model_loss(cfg: TrainConfig, chunk_frames: int, captions: CaptionTable
             observe=None if bank is None else bank.record, extra=memory_inputs(batch))
         if bank is not None:
             logs["bank_errors"] = len(bank)
-        return loss, logs
+        return loss, {**logs, **unwrapped(model).memory_gates()}
     return loss_fn
 
 

@@ -298,8 +298,8 @@ def world(store, cfg: WorldConfig, out=None, *, autoencoder=None, latents=None,
         load_weights(model, Path(init), ignore=("window_chunks",))  # no weight uses it
     f = cfg.model.chunk_frames
     clips = clips(store, cache, ids, data_device) if clips is not None else \
-        ClipTensors(store, cache, clip_frames=f * cfg.data.clip_chunks, chunk_frames=f,
-                    stride=f, ids=ids, device=data_device)
+        ClipTensors(store, cache, chunk_frames=f, stride=f, ids=ids, device=data_device,
+                    clip_frames=f * (cfg.data.clip_chunks + cfg.train.self_rollout_chunks))
     table = _caption_table(captions, text)
     loss_fn = world_model_loss(cfg.train, f, table, clips.captions)
     if minutes:

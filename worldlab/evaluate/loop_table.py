@@ -1,0 +1,141 @@
+"""`table loops`: the long-horizon methods (several training seeds each, rows "x",
+"x_seed1", ...) scored by the long-horizon protocol (`long.py`) on the same held-out walks
+of the `loops` player, which come back again and again to places seen more than 100 frames
+before, so late frames have a target the world has seen. Every method is paired walk by
+walk with `--reference` (the `teacher_forcing` baseline) of the same seed on the late PSNR,
+beside repeat-last, warp-last, the autoencoder and the reference's drift-free stream (a
+next-chunk score: the engine's chunks as context all along).
+
+    python -m worldlab table loops --model teacher_forcing=runs/long/worlds/teacher_forcing \
+        --model self_rollout=runs/long/worlds/self_rollout --reference teacher_forcing \
+        --engine procedural --block procedural --walks 16 --frames 1000 --seed 1400000
+
+The table holds one block, `engines.<--block>`; each world's scores are cached under
+--cache, so a rerun measures only what is missing.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+from ..pretrained import load_world
+from .long import LOOP_GAP, LOOP_OVERLAP, long_horizon
+from .protocols import heldout_episodes
+from .stats import paired_seed_rows, seed_groups
+from .table_io import (cache_key, cached, paired_models, relative, with_engines_of,
+                       write_table)
+
+OPTS = {"doom": {"monsters": "invulnerable"}, "procedural": {}}
+POLICY = "loops"
+# a method's late-window scores in the table (means over its seeds)
+METHOD_KEYS = ("ssim_late", "sharpness_ratio_vs_engine_late", "sharpness_ratio_vs_ae_late",
+               "motion_ratio_vs_engine_late", "colour_distance_late", "psnr_early")
+# what every world's walks share (the same frames): read from the reference's first seed
+REFERENCE_KEYS = ("psnr_repeat_late", "loop_closure_psnr_repeat_late", "psnr_warp_late",
+                  "loop_closure_psnr_warp_late", "psnr_ae_late", "loop_closure_psnr_ae_late",
+                  "loop_closure_frames")
+
+
+def loop_walks(n: int, frames: int, size: int, engine: str, maps: tuple, seed: int,
+               **opts) -> tuple[list, dict]:
+    """`n` whole walks of the loops player from random starts (a walk that ends early is
+    left out and counted, and the next seed tried) and how many seeds that took."""
+    walks, tried, short = [], 0, []
+    while len(walks) < n:
+        batch = heldout_episodes(engine, n - len(walks), frames, size, POLICY,
+                                 seed=seed + tried, start="random", maps=maps or None, **opts)
+        short += [seed + tried + k for k, ep in enumerate(batch) if len(ep) < frames]
+        walks += [ep for ep in batch if len(ep) >= frames]
+        tried += len(batch)
+        if tried > 4 * n:
+            raise RuntimeError(f"only {len(walks)} of {tried} loop walks lasted {frames} "
+                               f"frames (seeds from {seed}); expected {n}")
+    return walks, {"seeds_tried": tried, "ended_early": short}
+
+
+def _mean(values) -> float | None:
+    kept = [v for v in values if v is not None and np.isfinite(v)]
+    return float(np.mean(kept)) if kept else None
+
+
+def block(scores: dict, reference: str, walks: dict) -> dict:
+    """The table's block of one engine: methods pooled over seeds and paired with
+    `reference` on the late PSNR, the references, the walks' description."""
+    groups = seed_groups(scores)
+    late = paired_seed_rows({n: s["psnr_late_per_walk"] for n, s in scores.items()},
+                            reference)
+    loops = paired_seed_rows({n: s["loop_closure_psnr_late_per_walk"]
+                              for n, s in scores.items()}, reference)
+    methods = {}
+    for base, names in groups.items():
+        row = late[base]
+        methods[base] = {
+            "psnr_late": row["mean"], "psnr_late_ci": [row["lo"], row["hi"]],
+            "loop_closure_psnr_late": loops[base]["mean"],
+            **{k: _mean(scores[n][k] for n in names) for k in METHOD_KEYS},
+            "per_seed": row["per_seed"], "seeds": row["seeds"],
+            "sampling_steps": scores[names[0]]["sampling_steps"]}
+        if base != reference:
+            methods[base][f"paired_vs_{reference}"] = row[f"paired_vs_{reference}"]
+            methods[base][f"loop_closure_paired_vs_{reference}"] = \
+                loops[base][f"paired_vs_{reference}"]
+    first = scores[next(iter(groups[reference]))]
+    return {**walks, "seeds": max(len(g) for g in groups.values()), "methods": methods,
+            **{k: first[k] for k in REFERENCE_KEYS},
+            "psnr_drift_free_late": first["psnr_drift_free_late"],
+            "drift_free_is": f"{reference} fed the engine's chunks all along: a next-chunk "
+                             f"score, not a ceiling of open loop"}
+
+
+def _score(world, walks, drift_free: bool) -> dict:
+    return {**long_horizon(world, walks, drift_free=drift_free),
+            "sampling_steps": world.config.sample.steps}
+
+
+def paired_rows(table: dict) -> dict:
+    """{label: {"mean", "lo", "hi"}}: each method's paired late-PSNR difference with the
+    reference, per engine block, for `viz.interval_figure`."""
+    ref = table["reference"]
+    return {f"{block}: {name} - {ref}": v[f"paired_vs_{ref}"]
+            for block, b in table["engines"].items() for name, v in b["methods"].items()
+            if f"paired_vs_{ref}" in v}
+
+
+def cli(args) -> int:
+    models = paired_models(args)
+    torch.set_num_threads(args.threads)
+    worlds = {n: load_world(p, device="cpu") for n, p in models.items()}
+    sizes = {w.size for w in worlds.values()}
+    if len(sizes) != 1:
+        raise ValueError(f"the worlds must share a frame size (the same walks), got "
+                         f"{ {n: w.size for n, w in worlds.items()} }")
+    maps = tuple(m for m in args.maps.split(",") if m) if args.engine == "doom" else ()
+    opts = OPTS[args.engine]
+    walks, info = loop_walks(args.walks, args.frames, sizes.pop(), args.engine, maps,
+                             args.seed, **opts)
+    key = (args.engine, maps, opts, POLICY, args.walks, args.frames, args.seed)
+    reference_names = set(seed_groups(models)[args.reference])
+    scores = {n: cached(f"{args.cache}/{n}-{cache_key(models[n], *key)}.json",
+                        lambda w=w, n=n: _score(w, walks, n in reference_names))
+              for n, w in worlds.items()}
+    described = {"walks": len(walks), "frames_per_walk": args.frames, "policy": POLICY,
+                 "engine": args.engine, "maps": list(maps), "engine_options": opts,
+                 "start": "random", "first_seed": args.seed,
+                 "walk_seeds_tried": info["seeds_tried"], "ended_early": info["ended_early"],
+                 "late_window": scores[next(iter(scores))]["window_late"],
+                 "loop_closure": {"min_gap_frames": LOOP_GAP, "min_overlap": LOOP_OVERLAP}}
+    table = {"what": "the long-horizon protocol on loop walks: open loop from the first "
+                     "chunk; late = the last 100 frames; loop closure = late frames whose "
+                     "view a frame more than 100 frames earlier covers by half",
+             "reference": args.reference, "budget": args.budget, "threads": args.threads,
+             "models": {n: relative(p) for n, p in models.items()},
+             "engines": {args.block: block(scores, args.reference, described)}}
+    write_table(args.out, with_engines_of(table, args.beside) if args.beside else table)
+    b = table["engines"][args.block]
+    print(f"{args.block} ({b['walks']} walks of {args.frames} frames, "
+          f"{b['loop_closure_frames']} loop-closure frames in the late window): "
+          + ", ".join(f"{n} {r['psnr_late']:.2f}" for n, r in b["methods"].items())
+          + f"; repeat {b['psnr_repeat_late']:.2f}, warp {b['psnr_warp_late']:.2f}, "
+            f"autoencoder {b['psnr_ae_late']:.2f}")
+    return 0
