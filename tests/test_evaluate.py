@@ -237,7 +237,8 @@ def test_reconstruction_strip_rows_are_the_frames_then_each_autoencoder(setup):
 
 def test_eval_without_metric_depth_records_doom_walks_on_its_depth_buffer(tmp_path):
     """`--no-metric-depth` (a machine without open3d): DOOM's coarse depth buffer, said in
-    the JSON; for another engine it is an error naming the engine."""
+    the JSON with the walks' player (`--policy`); for another engine it is an error naming
+    the engine."""
     import json
 
     from worldlab.cli import main
@@ -247,10 +248,11 @@ def test_eval_without_metric_depth_records_doom_walks_on_its_depth_buffer(tmp_pa
     world_dir = make_tiny_world(tmp_path / "world")
     out = tmp_path / "eval"
     assert main(["eval", "--suite", "autoencoder", "--checkpoint", str(world_dir),
-                 "--engine", "doom", "--no-metric-depth", "--episodes", "1", "--frames", "4",
-                 "--device", "cpu", "--threads", "1", "--out", str(out)]) == 0
-    assert json.loads((out / "autoencoder.json").read_text())["episodes"]["metric_depth"] \
-        is False
+                 "--engine", "doom", "--no-metric-depth", "--policy", "turn_around",
+                 "--episodes", "1", "--frames", "4", "--device", "cpu", "--threads", "1",
+                 "--out", str(out)]) == 0
+    episodes = json.loads((out / "autoencoder.json").read_text())["episodes"]
+    assert episodes["metric_depth"] is False and episodes["policy"] == "turn_around"
     with pytest.raises(SystemExit, match="doom option; the engine is 'procedural'"):
         main(["eval", "--suite", "autoencoder", "--checkpoint", str(world_dir), "--engine",
               "procedural", "--no-metric-depth", "--out", str(tmp_path / "no")])

@@ -13,7 +13,7 @@ Shipped tables are assembled from evaluation outputs by the `table` command (`ta
 
 from . import (camera_follow, events, full, full_report, geometry_table, loop_table,
                memory_bars, predictors, realism, recall, recall_table, registry, shipped,
-               stats)
+               stats, table_io)
 from .baselines import repeat_baseline, warp_baseline, warp_to_poses
 from .generation import generate
 from .long import generate_walk, long_horizon

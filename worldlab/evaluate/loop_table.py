@@ -93,15 +93,6 @@ def _score(world, walks, drift_free: bool) -> dict:
             "sampling_steps": world.config.sample.steps}
 
 
-def paired_rows(table: dict) -> dict:
-    """{label: {"mean", "lo", "hi"}}: each method's paired late-PSNR difference with the
-    reference, per engine block, for `viz.interval_figure`."""
-    ref = table["reference"]
-    return {f"{block}: {name} - {ref}": v[f"paired_vs_{ref}"]
-            for block, b in table["engines"].items() for name, v in b["methods"].items()
-            if f"paired_vs_{ref}" in v}
-
-
 def cli(args) -> int:
     models = paired_models(args)
     torch.set_num_threads(args.threads)

@@ -20,8 +20,8 @@ from ..pretrained import load_world
 from .recall import MAX_WINDOW_COVER, recall_walks, reference_recall, world_recall
 from .revisit import MIN_GAP, MIN_OVERLAP
 from .stats import bootstrap, paired_seed_rows, seed_groups
-from .table_io import (cache_key, cached, paired_models, relative, seed_row,
-                       with_engines_of, write_table)
+from .table_io import (cache_key, cached, paired_models, relative, seed_row, with_engines_of,
+                       write_table)
 
 OPTS = {"doom": {"monsters": "invulnerable"}, "procedural": {}}  # and procedural's --walls
 
@@ -54,15 +54,6 @@ def block(scores: dict, references: dict, reference: str, walks: dict) -> dict:
             "variants": variants,
             "references": {k: seed_row(bootstrap(v), "recall_psnr")
                            for k, v in references.items()}}
-
-
-def paired_rows(table: dict) -> dict:
-    """{label: {"mean", "lo", "hi"}}: each variant's paired difference with the reference
-    on the recall frames, per engine block, for `viz.interval_figure`."""
-    ref = table["reference"]
-    return {f"{block}: {name} - {ref}": v[f"paired_vs_{ref}"]
-            for block, b in table["engines"].items() for name, v in b["variants"].items()
-            if f"paired_vs_{ref}" in v}
 
 
 def cli(args) -> int:

@@ -111,6 +111,16 @@ def cache_key(*parts) -> str:
     return hashlib.sha256(json.dumps([str(p) for p in parts]).encode()).hexdigest()[:12]
 
 
+def paired_rows(table: dict, rows: str = "variants") -> dict:
+    """{label: {"mean", "lo", "hi"}}: each row's paired difference with the table's
+    reference, per engine block (`rows`: "variants" of `table recall`, "methods" of `table
+    loops`), for `viz.interval_figure`."""
+    ref = table["reference"]
+    return {f"{block}: {name} - {ref}": v[f"paired_vs_{ref}"]
+            for block, b in table["engines"].items() for name, v in b[rows].items()
+            if f"paired_vs_{ref}" in v}
+
+
 def with_engines_of(table: dict, path) -> dict:
     """`table` (one block under "engines") with the blocks of the table at `path` (an
     earlier call's, another engine's) beside its own, so one JSON holds every engine; the
