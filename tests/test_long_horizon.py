@@ -175,6 +175,8 @@ def test_table_loops_pairs_methods_by_seed_on_the_same_loop_walks(tmp_path):
     assert x["paired_vs_tf"]["mean"] == pytest.approx(0.0, abs=1e-9)
     assert x["psnr_late"] == pytest.approx(b["methods"]["tf"]["psnr_late"])
     assert np.isfinite(b["psnr_repeat_late"]) and np.isfinite(b["psnr_drift_free_late"])
+    # the procedural probes read 64 px frames; this tiny world makes 32 px ones: no realism
+    assert x["realism_distance_late"] is None and "no realism score" in b["realism_note"]
     assert "paired_vs_tf" not in b["methods"]["tf"]
     cached = sorted(p.name for p in cache.iterdir())
     assert len(cached) == 4 and main(args) == 0
@@ -193,3 +195,18 @@ def test_a_second_engine_block_goes_beside_the_first(tmp_path):
     assert list(both["engines"]) == ["procedural", "doom"] and both["models"] == {"tf": "b"}
     with pytest.raises(ValueError, match="pairs with 'tf'.* 'none'"):
         with_engines_of({**table, "reference": "none"}, first)
+
+
+def test_late_realism_is_zero_for_the_engine_itself_and_not_for_a_frozen_frame():
+    """realism_late pools the window's frames of every walk: a stream equal to the engine's
+    scores 0; repeat-last (one frame) far more; a probe-less size says why."""
+    from worldlab.evaluate.long import realism_late
+
+    ep = wl.evaluate.heldout_episodes("procedural", 1, 40, 64)[0]
+    walk = {"engine": ep.rgb, "open_loop": ep.rgb, "autoencoder": ep.rgb,
+            "warp": ep.rgb[::-1].copy(), "repeat": np.broadcast_to(ep.rgb[3], ep.rgb.shape)}
+    r = realism_late([walk], slice(8, 40), "procedural", 64)
+    assert r["realism_distance_late"] == pytest.approx(0.0, abs=1e-3)
+    assert r["realism_distance_repeat_late"] > 1.0 and "32 frames per set" in r["realism_note"]
+    none = realism_late([walk], slice(8, 40), "procedural", 32)
+    assert none["realism_distance_late"] is None and "32 px" in none["realism_note"]

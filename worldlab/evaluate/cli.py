@@ -100,7 +100,7 @@ def _long(args) -> tuple[dict, list, str, str]:
             episodes = _episodes(args, engine, args.frames, world.size)
         chunks = len(episodes) * (args.frames // world.chunk_frames - 1)
         with tqdm(total=chunks, desc=f"long: {name}", unit="chunk") as bar:
-            scores = long_horizon(world, episodes, progress=bar.update)
+            scores = long_horizon(world, episodes, progress=bar.update, engine=engine)
         tc = world.config.train
         result["methods"][name] = {
             "checkpoint": str(path), "sampling_steps": world.config.sample.steps,

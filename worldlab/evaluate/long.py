@@ -41,6 +41,7 @@ from ..pretrained import World
 from .baselines import warp_baseline
 from .generation import episode_conditions
 from .memory_rollout import engine_depth, memory_stream
+from .realism import engine_features, features_note, frechet_distance
 from .revisit import return_pairs
 from .stats import combine_seeds
 
@@ -192,10 +193,27 @@ def summarise(walks: list[dict], scores: list[dict], context: int) -> dict:
     return result
 
 
+def realism_late(walks: list[dict], window: slice, engine: str | None, size: int) -> dict:
+    """The realism distances (`realism.py`) of the window's frames of every walk pooled:
+    open loop, the autoencoder, repeat-last and warp-last, each against the engine's same
+    frames; None and why where `engine` has no probe for `size` px frames."""
+    features, why = engine_features(engine, size)
+    if features is None:
+        return {"realism_distance_late": None, "realism_note": why}
+    pooled = lambda name: np.concatenate([w[name][window] for w in walks])  # noqa: E731
+    engine_feats = features(pooled("engine"))
+    rows = {"": "open_loop", "_ae": "autoencoder", "_repeat": "repeat", "_warp": "warp"}
+    return {**{f"realism_distance{k}_late": frechet_distance(features(pooled(name)),
+                                                              engine_feats)
+               for k, name in rows.items()},
+            "realism_note": features_note(engine, engine_feats)}
+
+
 def long_horizon(world: World, episodes, seed: int = 0, progress=None,
-                 drift_free: bool = True) -> dict:
+                 drift_free: bool = True, engine: str | None = None) -> dict:
     """The protocol on held-out walks `episodes` of equal length: window scores, loop
-    closure in the late window, curves and per-walk late PSNRs."""
+    closure and (with the walks' `engine`) realism in the late window, curves and per-walk
+    late PSNRs."""
     lengths = {len(ep) // world.chunk_frames for ep in episodes}
     if len(lengths) != 1 or min(lengths) * world.chunk_frames <= EARLY[1]:
         raise ValueError(f"long_horizon needs walks of one length, longer than {EARLY[1]} "
@@ -205,8 +223,9 @@ def long_horizon(world: World, episodes, seed: int = 0, progress=None,
     scores = [walk_scores(w) for w in walks]
     late = _window(len(walks[0]["engine"]), "late")
     loops = [loop_closure_frames(ep, late) for ep in episodes]
+    realism = realism_late(walks, late, engine, world.size) if engine else {}
     return {**summarise(walks, scores, world.chunk_frames),
-            **loop_closure_scores(scores, loops), "walks": len(walks),
+            **loop_closure_scores(scores, loops), **realism, "walks": len(walks),
             "frames": len(walks[0]["engine"]),
             "psnr_late_per_walk": [float(s["psnr_open_loop"][late].mean()) for s in scores]}
 

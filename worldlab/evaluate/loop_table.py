@@ -30,11 +30,13 @@ OPTS = {"doom": {"monsters": "invulnerable"}, "procedural": {}}
 POLICY = "loops"
 # a method's late-window scores in the table (means over its seeds)
 METHOD_KEYS = ("ssim_late", "sharpness_ratio_vs_engine_late", "sharpness_ratio_vs_ae_late",
-               "motion_ratio_vs_engine_late", "colour_distance_late", "psnr_early")
+               "motion_ratio_vs_engine_late", "colour_distance_late", "realism_distance_late",
+               "psnr_early")
 # what every world's walks share (the same frames): read from the reference's first seed
 REFERENCE_KEYS = ("psnr_repeat_late", "loop_closure_psnr_repeat_late", "psnr_warp_late",
                   "loop_closure_psnr_warp_late", "psnr_ae_late", "loop_closure_psnr_ae_late",
-                  "loop_closure_frames")
+                  "realism_distance_ae_late", "realism_distance_repeat_late",
+                  "realism_distance_warp_late", "realism_note", "loop_closure_frames")
 
 
 def loop_walks(n: int, frames: int, size: int, engine: str, maps: tuple, seed: int,
@@ -82,14 +84,14 @@ def block(scores: dict, reference: str, walks: dict) -> dict:
                 loops[base][f"paired_vs_{reference}"]
     first = scores[next(iter(groups[reference]))]
     return {**walks, "seeds": max(len(g) for g in groups.values()), "methods": methods,
-            **{k: first[k] for k in REFERENCE_KEYS},
+            **{k: first.get(k) for k in REFERENCE_KEYS},
             "psnr_drift_free_late": first["psnr_drift_free_late"],
             "drift_free_is": f"{reference} fed the engine's chunks all along: a next-chunk "
                              f"score, not a ceiling of open loop"}
 
 
-def _score(world, walks, drift_free: bool) -> dict:
-    return {**long_horizon(world, walks, drift_free=drift_free),
+def _score(world, walks, drift_free: bool, engine: str) -> dict:
+    return {**long_horizon(world, walks, drift_free=drift_free, engine=engine),
             "sampling_steps": world.config.sample.steps}
 
 
@@ -108,7 +110,8 @@ def cli(args) -> int:
     key = (args.engine, maps, opts, POLICY, args.walks, args.frames, args.seed)
     reference_names = set(seed_groups(models)[args.reference])
     scores = {n: cached(f"{args.cache}/{n}-{cache_key(models[n], *key)}.json",
-                        lambda w=w, n=n: _score(w, walks, n in reference_names))
+                        lambda w=w, n=n: _score(w, walks, n in reference_names,
+                                                args.engine))
               for n, w in worlds.items()}
     described = {"walks": len(walks), "frames_per_walk": args.frames, "policy": POLICY,
                  "engine": args.engine, "maps": list(maps), "engine_options": opts,

@@ -92,7 +92,7 @@ def realism_scores(world, rollouts: dict, episodes, engine: str | None) -> dict:
     the model's frames, the autoencoder's reconstructions of the engine's frames and
     repeat-last, each against the engine's frames at the same steps (`KEYS`), and
     `realism_note`: the features used, or why the keys are None."""
-    features, why = _suite_features(engine, world.size)
+    features, why = engine_features(engine, world.size)
     if features is None:
         return {**dict.fromkeys(KEYS), "realism_note": why}
     f = rollouts["context"]
@@ -105,9 +105,13 @@ def realism_scores(world, rollouts: dict, episodes, engine: str | None) -> dict:
                                             engine_feats)
     return {"realism_distance": score(gen), "realism_distance_ae": score(ae),
             "realism_distance_repeat": score(repeat),
-            "realism_note": f"Fréchet distance in the features of {_shown(probes_dir(engine))}"
-                            f"/kinds ({engine_feats.shape[1]} per frame), "
-                            f"{len(engine_feats)} frames per set"}
+            "realism_note": features_note(engine, engine_feats)}
+
+
+def features_note(engine: str, engine_feats: np.ndarray) -> str:
+    """What a realism score was measured with: the probe, its width, the frames per set."""
+    return (f"Fréchet distance in the features of {_shown(probes_dir(engine))}/kinds "
+            f"({engine_feats.shape[1]} per frame), {len(engine_feats)} frames per set")
 
 
 def _shown(path: Path) -> str:
@@ -116,7 +120,7 @@ def _shown(path: Path) -> str:
     return str(path.relative_to(ROOT)) if path.is_relative_to(ROOT) else str(path)
 
 
-def _suite_features(engine: str | None, size: int) -> tuple[Callable | None, str]:
+def engine_features(engine: str | None, size: int) -> tuple[Callable | None, str]:
     """The kinds probe's features for `engine` at `size` px, or None and why not."""
     if engine is None:
         return None, "the world names no engine, so there are no probes to read its frames"
