@@ -26,9 +26,9 @@ METHODS: dict[str, dict[str, dict]] = {
     "error_bank": {"train": {"context_corruption": "bank"}},
     "context_noise": {"train": {"context_noise": 0.1}, "sample": {"context_noise": 0.05}},
     "self_rollout": {"train": {"self_rollout_prob": 0.5, "self_rollout_steps": 4}},
-    # contexts 12 chunks deep into its own 4-step rollout, on a quarter of the steps
+    # contexts 8 chunks deep into its own 4-step rollout, on a quarter of the steps
     "long_rollout": {"train": {"self_rollout_prob": 0.25, "self_rollout_steps": 4,
-                               "self_rollout_chunks": 12}},
+                               "self_rollout_chunks": 8}},
 }
 # what every method shares: teacher forcing (the switches change the context chunks), a
 # fine-tune's learning rate and warm-up, an EMA short enough for a few hundred steps
