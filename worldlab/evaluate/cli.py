@@ -252,7 +252,9 @@ def _cli(args) -> int:
         raise SystemExit(f"--model NAME=DIR compares worlds in the {', '.join(takes)} "
                          f"suites; use --checkpoint for the others")
     result, episodes, engine, source = suite.run(args)
-    settings = {"count": len(episodes), "seeds": [args.seed, args.seed + len(episodes)],
+    recorded = result.get("walks", {}).get("recorded", len(episodes))  # seeds tried: those
+    # that ended early are named in result["walks"]["ended_early"]
+    settings = {"count": len(episodes), "seeds": [args.seed, args.seed + recorded],
                 "frames": len(episodes[0]), "policy": args.policy or suite.policy,
                 "monsters": "invulnerable" if suite.invulnerable else "on",
                 "start": args.start, "maps": args.maps,
