@@ -178,6 +178,7 @@ def test_table_loops_pairs_methods_by_seed_on_the_same_loop_walks(tmp_path):
     # the procedural probes read 64 px frames; this tiny world makes 32 px ones: no realism
     assert x["realism_distance_late"] is None and "no realism score" in b["realism_note"]
     assert "paired_vs_tf" not in b["methods"]["tf"]
+    assert len(x["curves"]["frame"]) == len(x["curves"]["psnr_open_loop"]) == 6  # 68 frames
     cached = sorted(p.name for p in cache.iterdir())
     assert len(cached) == 4 and main(args) == 0
     assert sorted(p.name for p in cache.iterdir()) == cached

@@ -61,6 +61,13 @@ def _mean(values) -> float | None:
     return float(np.mean(kept)) if kept else None
 
 
+def _mean_curves(curves: list[dict]) -> dict:
+    """Each curve (10-frame means along the walk) averaged over a method's seeds."""
+    return {k: curves[0][k] if k == "frame" else
+            np.round(np.mean([c[k] for c in curves], axis=0), 3).tolist()
+            for k in curves[0]}
+
+
 def block(scores: dict, reference: str, walks: dict) -> dict:
     """The table's block of one engine: methods pooled over seeds and paired with
     `reference` on the late PSNR, the references, the walks' description."""
@@ -77,7 +84,8 @@ def block(scores: dict, reference: str, walks: dict) -> dict:
             "loop_closure_psnr_late": loops[base]["mean"],
             **{k: _mean(scores[n][k] for n in names) for k in METHOD_KEYS},
             "per_seed": row["per_seed"], "seeds": row["seeds"],
-            "sampling_steps": scores[names[0]]["sampling_steps"]}
+            "sampling_steps": scores[names[0]]["sampling_steps"],
+            "curves": _mean_curves([scores[n]["curves"] for n in names])}
         if base != reference:
             methods[base][f"paired_vs_{reference}"] = row[f"paired_vs_{reference}"]
             methods[base][f"loop_closure_paired_vs_{reference}"] = \
