@@ -2,7 +2,7 @@
 play against the engine, with references that isolate drift.
 
 Each held-out walk (random starts over the level, the player invulnerable, the engine
-replaying the actions) is generated four ways, frame for frame:
+replaying the actions) is generated five ways, frame for frame:
 
     open loop    the first chunk from the engine, every later chunk from the model's own
                  previous chunks: what a player sees
@@ -17,15 +17,16 @@ replaying the actions) is generated four ways, frame for frame:
 The drift-free stream is a next-chunk score (teacher forcing all along), not a ceiling of
 open loop; `drift_free=False` leaves it out (a table computes it for its reference only).
 
-Per frame: PSNR and SSIM against the engine, sharpness (variance of the Laplacian of the grey frame)
-and motion (mean absolute difference from the previous frame, 0-255). Windows: frames
-33-64 (`early`) and the last 100 frames (`late`; 900-999 of a 1,000-frame walk). Ratios are
-of means over the window's frames of all walks; motion catches the freezing anti-drift
-training is known to cause, colour distance the palette drift. **Loop closure**: the late
-frames whose view a frame more than LOOP_GAP frames earlier covers by at least LOOP_OVERLAP
-(the engine's depth and poses, `revisit.return_pairs`), where a world that kept the place
-can be scored against a target it has seen (walks of the `loops` player come back again
-and again).
+Per frame: PSNR and SSIM against the engine, sharpness (variance of the Laplacian of the
+grey frame) and motion (mean absolute difference from the previous frame, 0-255). Windows:
+frames 33-64 (`early`) and the last 100 frames (`late`; 900-999 of a 1,000-frame walk).
+Ratios are of means over the window's frames of all walks; motion catches the freezing
+anti-drift training is known to cause, colour distance the palette drift, the realism
+distance (`realism.py`, with the walks' engine) the blur PSNR forgives. **Loop closure**:
+the late frames whose view a frame more than LOOP_GAP frames earlier covers by at least
+LOOP_OVERLAP (the engine's depth and poses, `revisit.return_pairs`), where a world that
+kept the place can be scored against a target it has seen (walks of the `loops` player
+come back again and again).
 
 Shape legend: T frames of a walk, n chunks, f frames per chunk, h w frame size.
 """
