@@ -157,6 +157,49 @@ def test_clips_carry_the_memory_play_selects(store, world):
     assert bool(memory.valid.any())  # late chunks of a revisit walk remember
 
 
+def test_own_memory_generates_the_slots_that_have_a_chunk_before(store, world):
+    """With `own`, clips carry each slot's engine chunk before it; `own_memory` replaces
+    exactly the hit slots that have one by the model's own generation from it, and leaves
+    the sink (chunk 0) and the rest as the engine's."""
+    from worldlab.model.sampler import rollout
+    from worldlab.train.anti_drift import own_memory
+
+    mem = dataclasses.replace(world.config.memory, sink=True, retrieve=1)
+    K = store.read(store.ids()[0]).K[0]
+    clips = MemoryClips(store, LatentCache(store.root / "latents"), 8, 4, mem, K, (32, 32),
+                        window=2, own=True)
+    batch = clips.gather(list(range(len(clips))))
+    memory, before = batch["memory"], batch["memory_before"]
+    b = len(clips)
+    assert before["latents"].shape == (b, 2, 4, 4, 4, 4) and before["c2w"].shape[2] == 8
+    assert not before["ok"][:, 0].any()  # the sink is chunk 0: nothing before it
+    assert bool(before["ok"][:, 1].any())
+    rows = before["ok"][:, 1]
+    torch.testing.assert_close(before["c2w"][rows, 1, 4:], memory.c2w[rows, 1])
+
+    g = torch.Generator().manual_seed(0)
+    assert own_memory(world.model, memory, before, 2, 0.0, g) is memory  # nobody hit
+    own = own_memory(world.model, memory, before, 2, 1.0, torch.Generator().manual_seed(0))
+    torch.testing.assert_close(own.latents[:, 0], memory.latents[:, 0])  # the sink stays
+    torch.testing.assert_close(own.latents[~rows, 1], memory.latents[~rows, 1])
+    g = torch.Generator().manual_seed(0)
+    torch.rand(b, generator=g)  # the draw of who is hit
+    seed = int(torch.randint(0, 2 ** 62, (1,), generator=g))
+    expected = rollout(world.model.eval(), before["latents"][rows, 1],
+                       before["actions"][rows, 1], before["c2w"][rows, 1], None, 2,
+                       generator=torch.Generator().manual_seed(seed))[:, 4:]
+    torch.testing.assert_close(own.latents[rows, 1], expected)
+
+
+def test_finetune_with_own_memory_runs_and_names_a_variant_without_retrieval(
+        tmp_path, store, world_dir):
+    run = finetune(world_dir, "retrieval", store, None, steps=2, batch_size=2,
+                   own_memory=1.0)
+    assert run.config.train.memory_own_prob == 1.0 and run.state["step"] == 2
+    with pytest.raises(ValueError, match="memory_own_prob=0.5 generates .*retrieve is 0"):
+        finetune(world_dir, "sink", store, None, steps=2, batch_size=2, own_memory=0.5)
+
+
 def test_the_padding_rule_is_one_for_training_and_play():
     assert memory_slots([0, 5], 4, 9) == ([0, 5, 8, 8], [True, True, False, False])
     assert memory_slots([], 2, 0) == ([0, 0], [False, False])  # chunk 0 pads with itself

@@ -143,6 +143,10 @@ class TrainConfig:
     # rolled out from their first chunk, then cropped to data.clip_chunks, so the context
     # is the model's own chunks that many chunks deep and a step costs no more to train
     self_rollout_chunks: int = 0
+    # share of samples whose memory chunks are the model's own: each slot chunk generated
+    # from the engine's chunk before it (self_rollout_steps Euler steps), as play's memory
+    # holds generated chunks rather than the engine's
+    memory_own_prob: float = 0.0
     # the memory parameters (memory attention and encoder, new in a memory fine-tune and
     # starting at zero effect) learn at this many times the rate of the rest
     memory_lr_scale: float = 1.0
@@ -334,7 +338,7 @@ RULES: dict[str, dict[str, tuple]] = {
               "grad_checkpointing": _FLAG, "context_corruption": _one_of(CORRUPTIONS),
               "corruption_prob": _FRACTION, "context_noise": _CONTEXT_NOISE,
               "self_rollout_prob": _FRACTION, "self_rollout_steps": _COUNT,
-              "self_rollout_chunks": _INDEX,
+              "self_rollout_chunks": _INDEX, "memory_own_prob": _FRACTION,
               "memory_lr_scale": _POSITIVE, "tensorboard": _FLAG},
     "sample": {"steps": _COUNT, "solver": _one_of(SOLVERS), "guidance": _number(),
                "decoder": _one_of(DECODERS), "quantize": _one_of(QUANTIZE),
@@ -408,6 +412,10 @@ def validate_config(cfg: "WorldConfig") -> "WorldConfig":
         raise ValueError(f"config train.self_rollout_chunks={tc.self_rollout_chunks} crops "
                          f"the clip after the rollout, which a world with memory cannot (its "
                          f"memory inputs follow the whole clip): set it to 0")
+    if tc.memory_own_prob and not mem.retrieve:
+        raise ValueError(f"config train.memory_own_prob={tc.memory_own_prob} generates the "
+                         f"retrieved memory chunks, but memory.retrieve is 0: retrieve a "
+                         f"chunk or set it to 0")
     if (mem.sink or mem.retrieve) and m.memory_tokens == 0:
         raise ValueError(f"config memory.sink={mem.sink} / memory.retrieve={mem.retrieve} "
                          f"need memory attention: model.memory_tokens must be > 0 "

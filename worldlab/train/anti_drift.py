@@ -24,6 +24,8 @@ target stays the engine's truth (so they need forcing="teacher"):
                         `self_rollout_chunks` more chunks read before the clip make the
                         rollout that much deeper, cropped away before the loss, so the
                         context is what play shows after many chunks of its own
+    memory_own_prob     on that share of the samples the retrieved memory chunks are the
+                        model's own generations of them (`own_memory`), as in play
 
 Shape legend: b batch, t frames, n chunks, f frames per chunk, c latent channels,
 h w latent height/width, a action width, k text tokens, e text width.
@@ -37,6 +39,7 @@ import torch
 import torch.nn.functional as F
 
 from ..config import TrainConfig
+from ..model.memory_tokens import MemoryChunks
 from ..model.sampler import rollout
 
 BANK_BUCKETS = 10  # flow-time buckets of the error bank: [0, 0.1), [0.1, 0.2), ...
@@ -124,6 +127,34 @@ def own_rollout(model, latents: torch.Tensor, chunk_frames: int, steps: int,
     finally:
         model.train(was_training)
     return torch.cat([own, latents[:, t - f:]], dim=1)
+
+
+@torch.no_grad()
+def own_memory(model, memory: MemoryChunks, before: dict, steps: int, prob: float,
+               generator: torch.Generator) -> MemoryChunks:
+    """`memory` (latents (b, k, f, c, h, w)) with, on a share `prob` of the samples, every
+    slot that has a chunk before it (`before["ok"]` (b, k)) replaced by the model's own
+    generation of it from that engine chunk (`before["latents"]` (b, k, f, ...), under the
+    two chunks' actions (b, k, 2f, a) and poses (b, k, 2f, 4, 4), no prompt, `steps` Euler
+    steps): what play's memory holds, generated chunks, instead of the engine's."""
+    b, k, f = memory.latents.shape[:3]
+    hit = (torch.rand(b, generator=generator) < prob).to(memory.latents.device)
+    use = hit[:, None] & before["ok"]  # (b, k)
+    if not bool(use.any()):
+        return memory
+    latents, g = memory.latents.clone(), _device_generator(generator, memory.latents.device)
+    was_training = model.training
+    model.eval()
+    try:
+        for j in range(k):
+            rows = use[:, j]
+            if bool(rows.any()):
+                own = rollout(model, before["latents"][rows, j], before["actions"][rows, j],
+                              before["c2w"][rows, j], None, steps, generator=g)
+                latents[rows, j] = own[:, f:].to(latents.dtype)
+    finally:
+        model.train(was_training)
+    return MemoryChunks(latents, memory.c2w, memory.valid)
 
 
 def _device_generator(generator: torch.Generator, device) -> torch.Generator:

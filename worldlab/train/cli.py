@@ -206,7 +206,8 @@ def _cli_memory(args) -> int:
                        batch_size=args.batch_size, seed=args.seed, ids=ids, depth_head=head,
                        min_overlap=args.min_overlap,
                        max_window_overlap=args.max_window_overlap, latents=args.latents,
-                       device=args.device, resume=args.resume, **progress.hooks)
+                       own_memory=args.own_memory, device=args.device, resume=args.resume,
+                       **progress.hooks)
     print(f"step {run.state['step']}: loss {run.state.get('loss', float('nan')):.4f}; package "
           f"it with: train package --autoencoder {args.start}/autoencoder --world {args.out} "
           f"--out DIR")
@@ -465,6 +466,10 @@ def configure_cli(parser) -> None:
                     help="keep only the clips whose last chunk the window's chunks overlap by "
                          "less than this share, so only memory can show it (default "
                          "%(default)s: no such rule)")
+    me.add_argument("--own-memory", type=_share, default=0.0, metavar="SHARE",
+                    help="on this share of the samples the retrieved chunks are the model's "
+                         "own generations of them, as play's memory holds (default "
+                         "%(default)s: the engine's)")
     _finetune_arguments(me, steps=300)
     me.set_defaults(func=_cli_memory)
     p = sub.add_parser("package", help="assemble a world directory from training outputs",

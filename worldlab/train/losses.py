@@ -18,7 +18,7 @@ from ..config import FORCINGS, TIME_SCHEDULES, AutoencoderConfig, TrainConfig
 from ..model.discriminator import AutoencoderWithCritic
 from ..model.memory_tokens import MemoryChunks
 from ..model.textenc import CaptionTable
-from .anti_drift import ErrorBank, context_inputs, unwrapped
+from .anti_drift import ErrorBank, context_inputs, own_memory, unwrapped
 
 # ----------------------------------------------------------------------------------------
 # Flow matching
@@ -135,11 +135,23 @@ def world_model_loss(cfg: TrainConfig, chunk_frames: int, captions: CaptionTable
             model, lat, chunk_frames=chunk_frames, generator=generator, forcing=cfg.forcing,
             schedule=cfg.time_schedule, text_dropout=cfg.text_dropout, actions=actions,
             c2w=c2w, text=text, inputs=inputs, context_noise=cfg.context_noise,
-            observe=None if bank is None else bank.record, extra=memory_inputs(batch))
+            observe=None if bank is None else bank.record,
+            extra=memory_inputs(_with_own_memory(model, batch, cfg, generator)))
         if bank is not None:
             logs["bank_errors"] = len(bank)
         return loss, {**logs, **unwrapped(model).memory_gates()}
     return loss_fn
+
+
+def _with_own_memory(model, batch: dict, cfg: TrainConfig, generator) -> dict:
+    """The batch, its memory the model's own on a share of the samples
+    (`anti_drift.own_memory`) when the config asks and the clips carry what it needs."""
+    if not cfg.memory_own_prob or "memory_before" not in batch:
+        return batch
+    memory = own_memory(unwrapped(model), batch["memory"].to(batch["latents"].device),
+                        batch["memory_before"], cfg.self_rollout_steps, cfg.memory_own_prob,
+                        generator)
+    return {**batch, "memory": memory}
 
 
 def memory_inputs(batch: dict) -> dict:

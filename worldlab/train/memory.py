@@ -54,18 +54,19 @@ VARIANTS: dict[str, dict[str, dict]] = {
 
 
 def variant_config(base: WorldConfig, variant: str, steps: int, batch_size: int,
-                   tokens_per_frame: int, seed: int = 0, checkpoint_every: int = 20
-                   ) -> WorldConfig:
+                   tokens_per_frame: int, seed: int = 0, checkpoint_every: int = 20,
+                   own_memory: float = 0.0) -> WorldConfig:
     """`base` (the start world's config) with the fine-tune settings of the long-horizon
     comparison (teacher forcing: memory is read by the chunk being learned), the budget, and
     `variant`'s memory with the model fields it needs (`memory_model_fields`, for
-    `tokens_per_frame` latent patches per frame)."""
+    `tokens_per_frame` latent patches per frame); `own_memory`: the share of samples whose
+    retrieved chunks are the model's own (`train.memory_own_prob`)."""
     if variant not in VARIANTS:
         raise ValueError(f"unknown memory variant {variant!r}; expected one of "
                          f"{tuple(VARIANTS)}")
     no_memory = {"memory": dataclasses.asdict(MemoryConfig()),
                  "model": {"memory_compress": 1},
-                 "train": {"memory_lr_scale": MEMORY_LR_SCALE}}
+                 "train": {"memory_lr_scale": MEMORY_LR_SCALE, "memory_own_prob": own_memory}}
     d = finetune_sections(base, no_memory, steps, batch_size, seed, checkpoint_every)
     for section, fields in VARIANTS[variant].items():
         d[section].update(fields)
@@ -117,27 +118,31 @@ class MemoryClips(ClipTensors):
     and padded by `memory_slots`, as play's stream does) and,
     with `cache3d` latents (N, f, c + 1, h, w) given, cache_latent (b, t, c + 1, h, w):
     zero (no cache) on the context frames, the render on the last chunk's. `windows` (from
-    `revisit_windows`) keeps only some clips."""
+    `revisit_windows`) keeps only some clips. With `own`, "memory_before" too: each slot's
+    chunk before it (latents (b, k, f, ...), the two chunks' actions and poses, and "ok"
+    (b, k): a valid slot past its episode's first chunk), for `anti_drift.own_memory`."""
 
     def __init__(self, store, latents, clip_frames: int, chunk_frames: int, memory, K,
                  hw: tuple[int, int], window: int, ids=None, device="cpu", cache3d=None,
-                 windows=None):
+                 windows=None, own: bool = False):
         store = EpisodeStore.open(store)
         super().__init__(store, latents, clip_frames, chunk_frames, chunk_frames, ids, device,
                          windows)
         self.slots = int(memory.sink) + memory.retrieve
-        rows, valid = self._memory_rows(store, memory, K, hw, window) if self.slots \
-            else ([[]] * len(self), [[]] * len(self))
+        rows, valid, before = self._memory_rows(store, memory, K, hw, window) if self.slots \
+            else ([[]] * len(self), [[]] * len(self), [[]] * len(self))
         self.memory_rows = torch.tensor(rows, device=self.device)  # (N, k) first rows
         self.memory_valid = torch.tensor(valid, device=self.device)  # (N, k)
+        self.before_ok = torch.tensor(before, device=self.device) if own else None  # (N, k)
         self.cache3d = None if cache3d is None else cache3d.to(self.device)
         self._chunk = torch.arange(chunk_frames, device=self.device)
 
-    def _memory_rows(self, store, memory, K, hw, window) -> tuple[list, list]:
+    def _memory_rows(self, store, memory, K, hw, window) -> tuple[list, list, list]:
         """Per clip: the first row of each memory slot's chunk (padded by `memory_slots`,
-        the rule play uses too) and which slots are valid."""
+        the rule play uses too), which slots are valid, and which of those have a chunk of
+        their episode before them."""
         f, n = self.chunk_frames, self.clip_frames // self.chunk_frames
-        rows, valid, chunks = [], [], {}
+        rows, valid, before, chunks = [], [], [], {}
         for (episode_id, start), row in zip(self.windows, self.first.tolist()):
             base = row - start  # the episode's frame 0
             if episode_id not in chunks:  # (n_chunks, f, 4, 4) poses of its whole chunks
@@ -150,7 +155,8 @@ class MemoryClips(ClipTensors):
             slot_chunks, slot_valid = memory_slots(picked, self.slots, target)
             rows.append([base + i * f for i in slot_chunks])
             valid.append(slot_valid)
-        return rows, valid
+            before.append([bool(ok) and i >= 1 for i, ok in zip(slot_chunks, slot_valid)])
+        return rows, valid, before
 
     def gather(self, indices: list[int]) -> dict:
         batch = super().gather(indices)
@@ -161,6 +167,14 @@ class MemoryClips(ClipTensors):
             rows = self.memory_rows[idx][..., None] + self._chunk  # (b, k, f)
             batch["memory"] = MemoryChunks(self.latents[rows].float(), self.c2w[rows].float(),
                                            self.memory_valid[idx])
+        if self.before_ok is not None:
+            ok = self.before_ok[idx]  # (b, k)
+            f = self.chunk_frames  # a slot without a chunk before reads its own (unused)
+            pair = torch.where(ok[..., None], rows[..., :1] - f, rows[..., :1]) \
+                + torch.arange(2 * f, device=self.device)  # (b, k, 2f)
+            batch["memory_before"] = {"latents": self.latents[pair[..., :f]].float(),
+                                      "actions": self.actions[pair].float(),
+                                      "c2w": self.c2w[pair].float(), "ok": ok}
         if self.cache3d is not None:
             lat = batch["latents"]
             cache = lat.new_zeros(*lat.shape[:2], lat.shape[2] + 1, *lat.shape[3:])
@@ -234,7 +248,7 @@ def cache3d_latents(store: EpisodeStore, windows: list[tuple[str, int]], clip_fr
 def finetune(start, variant: str, store, out=None, *, steps: int = 300, batch_size: int = 16,
              seed: int = 0, ids: list[str] | None = None, depth_head=None,
              min_overlap: float = REVISIT_OVERLAP, max_window_overlap: float = 1.0,
-             latents=None,
+             latents=None, own_memory: float = 0.0,
              device: str = "auto", resume: bool = False, callbacks=(), on_start=None,
              progress=None):
     """Fine-tune the world directory `start` with the memory `variant` on clips of episodes
@@ -242,13 +256,14 @@ def finetune(start, variant: str, store, out=None, *, steps: int = 300, batch_si
     where missing), only those whose last chunk comes back to a view older than the window
     (`revisit_windows` at `min_overlap` and `max_window_overlap`; min_overlap 0: every clip):
     the same clips for every variant.
-    `depth_head` (see `train.depth_head`) is needed by the "own" 3D cache.
+    `depth_head` (see `train.depth_head`) is needed by the "own" 3D cache; `own_memory`
+    is the share of samples whose retrieved chunks are the model's own generations.
     With `out`: resumable checkpoints, `ema/` and the rest that `package` assembles with
     `start`'s autoencoder. Returns the `WorldRun`."""
     w = load_world(resolve_checkpoint(start), device="cpu")
     m = w.model.config
     cfg = variant_config(w.config, variant, steps, batch_size,
-                         (m.latent_size // m.patch_size) ** 2, seed)
+                         (m.latent_size // m.patch_size) ** 2, seed, own_memory=own_memory)
     if cfg.memory.cache3d == "own" and depth_head is None:
         raise ValueError(f"memory variant {variant!r} fuses the depth head's depth: pass "
                          f"depth_head (python -m worldlab train depth-head)")
@@ -268,7 +283,8 @@ def finetune(start, variant: str, store, out=None, *, steps: int = 300, batch_si
                                   cfg.memory.cache_stride, depth_head, progress,
                                   cfg.memory.cache_points)
         return MemoryClips(store, cache, clip_frames, f, cfg.memory, K, (size, size),
-                           cfg.model.window_chunks, ids, data_device, c3d, windows)
+                           cfg.model.window_chunks, ids, data_device, c3d, windows,
+                           own=cfg.train.memory_own_prob > 0)
 
     return world(store, cfg, out, autoencoder=Path(w.path) / "autoencoder", latents=latents,
                  captions=w.captions, ids=ids, init=None if resume else Path(w.path) / "world",
