@@ -343,10 +343,16 @@ class LeaveAndReturn(Routed):
         for _ in range(self.steps // 2):
             poses.append(obs.c2w)
             obs = yield self.walk.act(obs)[0]
+        yield from self._steer_through(obs, poses[::-1]
+                                       + poses[:1] * (self.steps - 2 * len(poses)))
+
+    def _steer_through(self, obs: Observation, poses: list):
+        """Steer onto each of `poses` in turn, one step each (`steer`)."""
         # twice the walking pace: room to catch up after a blocked or sliding step
         move = 2 * self.walk.step_m
-        for pose in poses[::-1] + poses[:1] * (self.steps - 2 * len(poses)):
+        for pose in poses:
             obs = yield steer(obs.c2w, pose, move, MAX_TURN_DEG)
+        return obs
 
 
 class AsymmetricReturn(Routed):
@@ -412,7 +418,7 @@ class AsymmetricReturn(Routed):
         return (yield from self._go_to(obs, goal, 0.5))
 
 
-class Loops(Routed):
+class Loops(LeaveAndReturn):
     """Long walks that come back again and again: petals out from the start pose (the
     anchor) and back, a figure-eight around it.
 
@@ -435,11 +441,10 @@ class Loops(Routed):
             raise ValueError(f"petal_steps must be a pair of step counts (low, high) with "
                              f"1 <= low <= high, got {petal_steps!r}")
         self.petal_steps = tuple(petal_steps)
-        self.walk = RandomWalk(**walk)
+        super().__init__(**walk)
 
     def reset(self, seed: int, steps: int) -> None:
         super().reset(seed, steps)
-        self.walk.reset(seed, steps)
         low, high = self.petal_steps
         # the walking steps of the two fresh petals (L_A, L_B)
         self.lengths = tuple(int(n) for n in self.rng.integers(low, high + 1, size=2))
@@ -464,13 +469,6 @@ class Loops(Routed):
             track.append(obs.c2w)
         return obs
 
-    def _steer_through(self, obs: Observation, poses: list):
-        """Steer onto each of `poses` in turn, one step each (`steer`)."""
-        # twice the walking pace: room to catch up after a blocked or sliding step
-        move = 2 * self.walk.step_m
-        for pose in poses:
-            obs = yield steer(obs.c2w, pose, move, MAX_TURN_DEG)
-        return obs
 
 
 def _thin(poses: list, spacing_m: float) -> list:

@@ -23,8 +23,8 @@ from ..pretrained import load_world
 from .long import LOOP_GAP, LOOP_OVERLAP, long_horizon
 from .protocols import heldout_episodes
 from .stats import paired_seed_rows, seed_groups
-from .table_io import (cache_key, cached, paired_models, relative, with_engines_of,
-                       write_table)
+from .table_io import (cache_key, cached, paired_models, relative, seed_row,
+                       with_engines_of, write_table)
 
 OPTS = {"doom": {"monsters": "invulnerable"}, "procedural": {}}
 POLICY = "loops"
@@ -78,16 +78,13 @@ def block(scores: dict, reference: str, walks: dict) -> dict:
                               for n, s in scores.items()}, reference)
     methods = {}
     for base, names in groups.items():
-        row = late[base]
         methods[base] = {
-            "psnr_late": row["mean"], "psnr_late_ci": [row["lo"], row["hi"]],
+            **seed_row(late[base], "psnr_late"),
             "loop_closure_psnr_late": loops[base]["mean"],
             **{k: _mean(scores[n][k] for n in names) for k in METHOD_KEYS},
-            "per_seed": row["per_seed"], "seeds": row["seeds"],
             "sampling_steps": scores[names[0]]["sampling_steps"],
             "curves": _mean_curves([scores[n]["curves"] for n in names])}
         if base != reference:
-            methods[base][f"paired_vs_{reference}"] = row[f"paired_vs_{reference}"]
             methods[base][f"loop_closure_paired_vs_{reference}"] = \
                 loops[base][f"paired_vs_{reference}"]
     first = scores[next(iter(groups[reference]))]
