@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from worldlab.experiments import SpecError, load_spec, run_spec
-from worldlab.experiments.plan import plan
+from worldlab.experiments.plan import plan, start_order
 from worldlab.experiments.ship import ShipError
 
 REPO = Path(__file__).resolve().parents[1]
@@ -215,6 +215,16 @@ def test_every_shipped_spec_plans(path):
     stages = plan(spec, REPO)
     assert [s.name for s, _ in stages] == [s.name for s in spec.stages]
     assert all(jobs for _, jobs in stages)
+
+
+def test_every_variant_starts_its_first_seed_before_any_second(tmp_path):
+    root = _repo(tmp_path, TINY.replace("variants: {ae: {steps: 2}}",
+                                        "variants: {ae: {steps: 2}, big: {steps: 3}}"))
+    stages = dict((s.name, jobs) for s, jobs in plan(load_spec(root / "experiments/tiny.yaml"),
+                                                     root))
+    assert [j.name for j in stages["train"]] == ["ae", "ae_seed1", "big", "big_seed1"]
+    assert [j.name for j in start_order(stages["train"])] == ["ae", "big", "ae_seed1",
+                                                              "big_seed1"]
 
 
 def test_a_rerun_never_writes_over_a_shipped_world(tmp_path):

@@ -32,6 +32,7 @@ class Job:
     threads: int | None = None
     resume: tuple[str, tuple[str, ...]] | None = None  # (path, extra args when it exists)
     launcher: str = "python"
+    seed_rank: int = 0             # the seed's place in its stage's seeds (`start_order`)
 
     @property
     def command(self) -> str:
@@ -71,14 +72,15 @@ def job_values(stage: Stage, jobs_of: dict[str, list[dict]]) -> list[dict]:
     seeds = stage.seeds or (None,)
     out = []
     for variant, keys in variants.items():
-        for seed in seeds:
+        for rank, seed in enumerate(seeds):
             if variant is None:
                 job = stage.name if seed is None else f"seed{seed}"
             else:
                 job = variant if not seed else f"{variant}_seed{seed}"
             out.append({**{k: str(v) for k, v in keys.items()},
                         **({"variant": variant} if variant is not None else {}),
-                        **({"seed": seed} if seed is not None else {}), "job": job})
+                        **({"seed": seed} if seed is not None else {}), "job": job,
+                        "seed_rank": rank})
     return out
 
 
@@ -148,7 +150,15 @@ def _job(spec: Spec, stage: Stage, values: dict) -> Job:
     return Job(stage.name, values["job"], argv,
                outputs=tuple(fill(o, "outputs") for o in stage.outputs),
                inputs=tuple(fill(i, "inputs") for i in stage.inputs),
-               threads=stage.threads, resume=resume, launcher=stage.launcher)
+               threads=stage.threads, resume=resume, launcher=stage.launcher,
+               seed_rank=values.get("seed_rank", 0))
+
+
+def start_order(jobs: list[Job]) -> list[Job]:
+    """The order the runner starts a stage's jobs in: every variant's first seed before any
+    variant's second (spec order within a rank), so a stage stopped part way already shows
+    each variant once."""
+    return sorted(jobs, key=lambda j: j.seed_rank)
 
 
 def _flat(files: dict[str, str]) -> list[str]:

@@ -23,7 +23,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from ..atomic import atomic_write_json
-from .plan import Job, plan
+from .plan import Job, plan, start_order
 from .ship import ship
 from .spec import Spec, load_spec
 
@@ -243,7 +243,7 @@ def run_spec(spec, root=".", jobs: int = 1, executor: str = "local", only=None,
     for stage, stage_jobs in stages:
         if only and stage.name not in only:
             continue
-        todo = [j for j in stage_jobs if not is_done(root, spec, j)]
+        todo = start_order([j for j in stage_jobs if not is_done(root, spec, j)])
         report[stage.name] = {j.name: ("planned" if j in todo else "done") for j in stage_jobs}
         for j in stage_jobs:
             if j not in todo and progress:
