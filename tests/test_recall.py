@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 import torch
 
-from worldlab.evaluate.recall import (MAX_WINDOW_COVER, recall_frames, recall_walks,
-                                      reference_recall, world_recall)
+from worldlab.evaluate.recall import (MAX_WINDOW_COVER, recall_frames, recall_strip,
+                                      recall_walks, reference_recall, world_recall)
 from worldlab.evaluate.revisit import MIN_GAP, MIN_OVERLAP, coverage
 from worldlab.pretrained import World
 
@@ -54,3 +54,19 @@ def test_a_world_that_answers_with_the_truth_scores_the_autoencoder(walks):
     assert scored["recall_psnr"] == pytest.approx(np.mean(scored["recall_psnr_per_walk"]))
     assert sorted(refs) == ["autoencoder", "copy", "oracle", "repeat_last", "warp_last"]
     assert all(len(v) == 2 and np.isfinite(v).all() for v in refs.values())
+
+
+def test_the_strip_shows_engine_worlds_and_oracle_at_the_widest_returns(walks):
+    episodes, pairs, _ = walks
+    cfg, ae, latents = tiny_autoencoder(episodes, 64)
+    truth = World(ae, OracleModel(latents, F, "truth"), cfg, torch.device("cpu"))
+    k = max(range(len(pairs)), key=lambda k: len(pairs[k]))  # the walk with most recall frames
+    image, rows = recall_strip({"truth": truth}, episodes[k], pairs[k], rows=2)
+    widest = sorted(pairs[k], key=lambda p: p[0] - p[1])[-2:]
+    assert rows == sorted((j, i) for j, i, _ in widest) and len(rows) == min(2, len(pairs[k]))
+    h, w = episodes[k].rgb.shape[1:3]
+    n = len(rows)
+    assert image.dtype == np.uint8 and image.shape == (n * (h + 2) - 2, 3 * w + 4, 3)
+    assert (image[:h, :w] == episodes[k].rgb[rows[0][0]]).all()  # column 0: the engine
+    with pytest.raises(ValueError, match="needs worlds and recall frames"):
+        recall_strip({"truth": truth}, episodes[0], [])

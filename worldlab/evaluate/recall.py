@@ -31,6 +31,7 @@ import numpy as np
 
 from ..metrics import frame_psnr
 from ..pretrained import World
+from ..viz import frame_grid
 from .baselines import repeat_baseline, warp_baseline
 from .generation import generate
 from .revisit import (MIN_GAP, MIN_OVERLAP, POLICIES, PSNR_MAX, coverage, oracle_frames,
@@ -109,6 +110,27 @@ def world_recall(world: World, walks, pairs, steps: int | None = None, seed: int
             "ms_per_chunk": float(np.median(ms)),
             "memory_tokens_per_frame": m.memory_tokens / m.chunk_frames,
             "sampling_steps": steps or world.config.sample.steps}
+
+
+def recall_strip(worlds: dict[str, World], walk, found, rows: int = 3, seed: int = 0
+                 ) -> tuple[np.ndarray, list[tuple[int, int]]]:
+    """The moment of return on one recall walk, as `world_recall` generates it: one row per
+    recall frame j (the `rows` with the widest gaps to their outbound frame i*), columns the
+    engine | each world in order | the oracle (frame i* warped into pose j, through the
+    first world's autoencoder). Returns (uint8 image, [(j, i*)] of the rows)."""
+    if not worlds or not found:
+        raise ValueError(f"a recall strip needs worlds and recall frames, got {len(worlds)} "
+                         f"worlds and {len(found)} recall frames")
+    f = next(iter(worlds.values())).chunk_frames
+    picks = sorted(sorted(found, key=lambda p: p[0] - p[1])[-rows:])
+    start = found[0][0] // f * f
+    gen = {n: generate(w, walk, 0, start, len(walk) // f * f, seed=seed)
+           for n, w in worlds.items()}
+    oracle = through_autoencoder(next(iter(worlds.values())), oracle_frames(walk, picks))
+    cells = [frame for k, (j, _, _) in enumerate(picks)
+             for frame in (walk.rgb[j], *(g[j - start] for g in gen.values()), oracle[k])]
+    grid = frame_grid(np.stack(cells), cols=len(worlds) + 2, pad=2)
+    return grid, [(j, i) for j, i, _ in picks]
 
 
 def reference_recall(world: World, walks, pairs) -> dict:

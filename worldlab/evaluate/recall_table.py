@@ -13,15 +13,20 @@ cached under --cache, so a rerun measures only what is missing.
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import torch
 
+from ..atomic import atomic_write_bytes
 from ..pretrained import load_world
-from .recall import MAX_WINDOW_COVER, recall_walks, reference_recall, world_recall
+from ..viz import to_png_bytes
+from .recall import (MAX_WINDOW_COVER, recall_strip, recall_walks, reference_recall,
+                     world_recall)
 from .revisit import MIN_GAP, MIN_OVERLAP
 from .stats import bootstrap, paired_seed_rows, seed_groups
-from .table_io import (cache_key, cached, paired_models, relative, seed_row, with_engines_of,
-                       write_table)
+from .table_io import (beside, cache_key, cached, paired_models, relative, seed_row,
+                       with_engines_of, write_table)
 
 OPTS = {"doom": {"monsters": "invulnerable"}, "procedural": {}}  # and procedural's --walls
 
@@ -54,6 +59,22 @@ def block(scores: dict, references: dict, reference: str, walks: dict) -> dict:
             "variants": variants,
             "references": {k: seed_row(bootstrap(v), "recall_psnr")
                            for k, v in references.items()}}
+
+
+def _strip(worlds: dict, b: dict, reference: str, walk, found, out) -> dict:
+    """The moment of return on the first walk (`recall.recall_strip`), the reference and the
+    best other non-oracle variant (first seeds), as a PNG beside the table (shipped beside
+    it too): what it shows."""
+    others = [n for n in b["variants"] if n != reference and "oracle" not in n]
+    names = [reference] + ([max(others, key=lambda n: b["variants"][n]["recall_psnr"])]
+                           if others else [])
+    image, rows = recall_strip({n: worlds[n] for n in names}, walk, found)
+    path = beside(out, f"{Path(out).stem}_strip.png")
+    atomic_write_bytes(path, to_png_bytes(image))
+    print("wrote", path)
+    return {"file": path.name, "walk_seed": walk.meta.get("seed"),
+            "columns": ["engine", *names, "oracle"], "rows_j_and_outbound": rows,
+            "best_by": "recall_psnr on these walks (a picture, not a choice)"}
 
 
 def cli(args) -> int:
@@ -89,8 +110,10 @@ def cli(args) -> int:
              "reference": args.reference, "budget": args.budget, "threads": args.threads,
              "models": {n: relative(p) for n, p in models.items()},
              "engines": {args.block: block(scores, references, args.reference, described)}}
-    write_table(args.out, with_engines_of(table, args.beside) if args.beside else table)
     b = table["engines"][args.block]
+    if args.strip:
+        b["strip"] = _strip(worlds, b, args.reference, walks[0], pairs[0], args.out)
+    write_table(args.out, with_engines_of(table, args.beside) if args.beside else table)
     print(f"{args.block} ({b['walks']} walks, {b['recall_frames']} recall frames): "
           + ", ".join(f"{n} {r['recall_psnr']:.2f}" for n, r in b["variants"].items())
           + "; " + ", ".join(f"{n} {r['recall_psnr']:.2f}" for n, r in b["references"].items()))

@@ -147,6 +147,9 @@ def _recall(p) -> None:
     p.add_argument("--maps", default="MAP04", help="DOOM maps of the walks (comma-separated)")
     p.add_argument("--walls", choices=("room", "segment"), default=None,
                    help="procedural walls: one material per room or per wall segment")
+    p.add_argument("--strip", action="store_true",
+                   help="a PNG beside --out (<out>_strip.png): the first walk's moment of "
+                        "return, engine | the reference | the best variant | the oracle")
     _blocks(p, "doom_heldout_map")
 
 
