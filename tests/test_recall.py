@@ -70,3 +70,22 @@ def test_the_strip_shows_engine_worlds_and_oracle_at_the_widest_returns(walks):
     assert (image[:h, :w] == episodes[k].rgb[rows[0][0]]).all()  # column 0: the engine
     with pytest.raises(ValueError, match="needs worlds and recall frames"):
         recall_strip({"truth": truth}, episodes[0], [])
+
+
+def test_the_best_variant_is_chosen_on_validation_walks_when_given(tmp_path):
+    import json
+
+    from worldlab.evaluate.recall_table import best_variant
+    rows = lambda **v: {"variants": {n: {"recall_psnr": x} for n, x in v.items()},  # noqa: E731
+                        "first_seed": 1_250_000, "walks": 8}
+    reported = rows(none=18.0, retrieval=19.0, tokens=20.0, cache3d_oracle=25.0)
+    assert best_variant(reported, "none") == {
+        "name": "tokens", "chosen_on": "the reported walks (no validation table given)"}
+    val = tmp_path / "validate.json"
+    val.write_text(json.dumps({"engines": {"procedural": rows(none=18.0, retrieval=21.0,
+                                                              tokens=20.0)}}))
+    chosen = best_variant(reported, "none", val, "doom_heldout_map")  # its only block
+    assert chosen["name"] == "retrieval" and "first seed 1250000, 8 walks" in chosen["chosen_on"]
+    val.write_text(json.dumps({"engines": {"procedural": rows(none=1.0, sink=2.0)}}))
+    with pytest.raises(ValueError, match="'sink', is not among this table's variants"):
+        best_variant(reported, "none", val)

@@ -21,11 +21,13 @@ import torch
 from ..atomic import atomic_write_bytes
 from ..pretrained import load_world
 from ..viz import to_png_bytes
+from .memory_bars import RECALL_BARS, bar_rows, recall_bar_values
 from .recall import (MAX_WINDOW_COVER, recall_strip, recall_walks, reference_recall,
                      world_recall)
 from .revisit import MIN_GAP, MIN_OVERLAP
+from .report import print_table
 from .stats import bootstrap, paired_seed_rows, seed_groups
-from .table_io import (beside, cache_key, cached, paired_models, relative, seed_row,
+from .table_io import (beside, cache_key, cached, paired_models, read_json, relative, seed_row,
                        with_engines_of, write_table)
 
 OPTS = {"doom": {"monsters": "invulnerable"}, "procedural": {}}  # and procedural's --walls
@@ -61,20 +63,39 @@ def block(scores: dict, references: dict, reference: str, walks: dict) -> dict:
                            for k, v in references.items()}}
 
 
-def _strip(worlds: dict, b: dict, reference: str, walk, found, out) -> dict:
-    """The moment of return on the first walk (`recall.recall_strip`), the reference and the
-    best other non-oracle variant (first seeds), as a PNG beside the table (shipped beside
-    it too): what it shows."""
-    others = [n for n in b["variants"] if n != reference and "oracle" not in n]
-    names = [reference] + ([max(others, key=lambda n: b["variants"][n]["recall_psnr"])]
-                           if others else [])
+def best_variant(b: dict, reference: str, validation=None, block_name: str = "") -> dict:
+    """{"name", "chosen_on"}: the non-oracle variant with the highest recall PSNR (pooled
+    over seeds), read from the table `validation` (its block of the same name, else its
+    only one) when given, else from `b` itself, which the record then says."""
+    source, chosen_on = b, "the reported walks (no validation table given)"
+    if validation:
+        blocks = read_json(validation, ("engines",), "a recall table")["engines"]
+        if block_name not in blocks and len(blocks) != 1:
+            raise ValueError(f"{validation} has blocks {sorted(blocks)}; none is "
+                             f"{block_name!r} and there is more than one to choose from")
+        source = blocks.get(block_name) or next(iter(blocks.values()))
+        chosen_on = (f"the validation walks of {relative(validation)} (first seed "
+                     f"{source['first_seed']}, {source['walks']} walks)")
+    others = [n for n in source["variants"] if n != reference and "oracle" not in n]
+    if not others:
+        return {"name": reference, "chosen_on": "no other non-oracle variant"}
+    name = max(others, key=lambda n: source["variants"][n]["recall_psnr"])
+    if name not in b["variants"]:
+        raise ValueError(f"the best variant on {chosen_on}, {name!r}, is not among this "
+                         f"table's variants {sorted(b['variants'])}")
+    return {"name": name, "chosen_on": chosen_on}
+
+
+def _strip(worlds: dict, names: list[str], walk, found, out) -> dict:
+    """The moment of return on the first walk (`recall.recall_strip`) of the worlds `names`
+    (first seeds), as a PNG beside the table (shipped beside it too): what it shows."""
+    names = list(dict.fromkeys(names))
     image, rows = recall_strip({n: worlds[n] for n in names}, walk, found)
     path = beside(out, f"{Path(out).stem}_strip.png")
     atomic_write_bytes(path, to_png_bytes(image))
     print("wrote", path)
     return {"file": path.name, "walk_seed": walk.meta.get("seed"),
-            "columns": ["engine", *names, "oracle"], "rows_j_and_outbound": rows,
-            "best_by": "recall_psnr on these walks (a picture, not a choice)"}
+            "columns": ["engine", *names, "oracle"], "rows_j_and_outbound": rows}
 
 
 def cli(args) -> int:
@@ -111,10 +132,15 @@ def cli(args) -> int:
              "models": {n: relative(p) for n, p in models.items()},
              "engines": {args.block: block(scores, references, args.reference, described)}}
     b = table["engines"][args.block]
+    b["best"] = best_variant(b, args.reference, args.best_from, args.block)
+    b["bars"] = recall_bar_values(b["variants"], b["best"]["name"], args.reference)
     if args.strip:
-        b["strip"] = _strip(worlds, b, args.reference, walks[0], pairs[0], args.out)
+        b["strip"] = _strip(worlds, [args.reference, b["best"]["name"]], walks[0], pairs[0],
+                            args.out)
     write_table(args.out, with_engines_of(table, args.beside) if args.beside else table)
     print(f"{args.block} ({b['walks']} walks, {b['recall_frames']} recall frames): "
           + ", ".join(f"{n} {r['recall_psnr']:.2f}" for n, r in b["variants"].items())
           + "; " + ", ".join(f"{n} {r['recall_psnr']:.2f}" for n, r in b["references"].items()))
+    print_table(bar_rows(b["bars"], RECALL_BARS),
+                f"the recall bars (best: {b['best']['name']}, chosen on {b['best']['chosen_on']})")
     return 0

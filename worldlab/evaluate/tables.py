@@ -150,6 +150,9 @@ def _recall(p) -> None:
     p.add_argument("--strip", action="store_true",
                    help="a PNG beside --out (<out>_strip.png): the first walk's moment of "
                         "return, engine | the reference | the best variant | the oracle")
+    p.add_argument("--best-from", default=None, metavar="JSON",
+                   help="a recall table on validation walks: the best variant (the bars', "
+                        "the strip's) is chosen there; without it, on these walks")
     _blocks(p, "doom_heldout_map")
 
 
