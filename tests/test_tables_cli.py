@@ -232,3 +232,26 @@ def test_geometry_table_pairs_each_seed_with_the_reference_of_that_seed(tmp_path
         main(["table", "geometry", "--model", "geo=a", "--reference", "nope"])
     with pytest.raises(ValueError, match="--seed must be a held-out seed"):
         main(["table", "geometry", "--model", "geo=a", "--reference", "geo", "--seed", "5"])
+
+
+def test_worlds_scored_one_job_each_make_the_same_recall_table(tmp_path):
+    """`table recall --score-only` per world (how a spec spreads scoring over jobs), then the
+    table itself, which measures nothing again: the cache holds every world and the
+    references."""
+    world = str(DATA / "checkpoints" / "proc64")
+    common = ["--reference", "none", "--engine", "procedural", "--walls", "segment",
+              "--walks", "1", "--frames", "96", "--seed", "1250000", "--threads", "1",
+              "--cache", str(tmp_path / "cache")]
+    for name in ("retrieval", "none"):
+        assert main(["table", "recall", "--model", f"{name}={world}", "--score-only",
+                     *common, "--out", str(tmp_path / f"{name}.json")]) == 0
+    cached = sorted(p.name for p in (tmp_path / "cache").iterdir())
+    assert len(cached) == 3 and sum(p.startswith("references-") for p in cached) == 1
+    assert main(["table", "recall", "--model", f"none={world}", "--model",
+                 f"retrieval={world}", *common, "--out", str(tmp_path / "t.json")]) == 0
+    assert sorted(p.name for p in (tmp_path / "cache").iterdir()) == cached
+    table = json.loads((tmp_path / "t.json").read_text())["engines"]["doom_heldout_map"]
+    alone = json.loads((tmp_path / "retrieval.json").read_text())
+    assert alone["scored_only"] and table["variants"]["retrieval"]["recall_psnr"] == \
+        alone["scores"]["retrieval"]["recall_psnr"]
+    assert table["variants"]["retrieval"]["paired_vs_none"]["mean"] == 0.0  # the same world

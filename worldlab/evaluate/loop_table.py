@@ -24,7 +24,7 @@ from .long import LOOP_GAP, LOOP_OVERLAP, long_horizon
 from .protocols import heldout_episodes
 from .stats import paired_seed_rows, seed_groups
 from .table_io import (cache_key, cached, paired_models, relative, seed_row,
-                       with_engines_of, write_table)
+                       with_engines_of, write_scores, write_table)
 
 OPTS = {"doom": {"monsters": "invulnerable"}, "procedural": {}}
 POLICY = "loops"
@@ -113,11 +113,14 @@ def cli(args) -> int:
     walks, info = loop_walks(args.walks, args.frames, sizes.pop(), args.engine, maps,
                              args.seed, **opts)
     key = (args.engine, maps, opts, POLICY, args.walks, args.frames, args.seed)
-    reference_names = set(seed_groups(models)[args.reference])
+    reference_names = set(seed_groups(models).get(args.reference, ()))
     scores = {n: cached(f"{args.cache}/{n}-{cache_key(models[n], *key)}.json",
                         lambda w=w, n=n: _score(w, walks, n in reference_names,
                                                 args.engine))
               for n, w in worlds.items()}
+    if args.score_only:
+        write_scores(args.out, scores, models)
+        return 0
     described = {"walks": len(walks), "frames_per_walk": args.frames, "policy": POLICY,
                  "engine": args.engine, "maps": list(maps), "engine_options": opts,
                  "start": "random", "first_seed": args.seed,

@@ -28,7 +28,7 @@ from .revisit import MIN_GAP, MIN_OVERLAP
 from .report import print_table
 from .stats import bootstrap, paired_seed_rows, seed_groups
 from .table_io import (beside, cache_key, cached, paired_models, read_json, relative, seed_row,
-                       with_engines_of, write_table)
+                       with_engines_of, write_scores, write_table)
 
 OPTS = {"doom": {"monsters": "invulnerable"}, "procedural": {}}  # and procedural's --walls
 
@@ -115,6 +115,13 @@ def cli(args) -> int:
     scores = {n: cached(f"{cache}/{n}-{cache_key(models[n], *key)}.json",
                         lambda w=w: world_recall(w, walks, pairs))
               for n, w in worlds.items()}
+    if args.score_only:  # the references come with the reference's own first seed
+        first = seed_groups(models).get(args.reference, [None])[0]
+        if first in worlds:
+            cached(f"{cache}/references-{cache_key(models[first], *key)}.json",
+                   lambda: reference_recall(worlds[first], walks, pairs))
+        write_scores(args.out, scores, models)
+        return 0
     name = next(iter(seed_groups(models)[args.reference]))
     references = cached(f"{cache}/references-{cache_key(models[name], *key)}.json",
                         lambda: reference_recall(worlds[name], walks, pairs))

@@ -54,13 +54,14 @@ def parse_models(items: list[str]) -> dict[str, Path]:
 
 def paired_models(args) -> dict[str, Path]:
     """The --model worlds of a table that pairs variants seed by seed with --reference, on
-    held-out walks from --seed: an error names a reference that is not a model and a seed
-    below HELDOUT_SEED."""
+    held-out walks from --seed: an error names a reference that is not a model (unless
+    --score-only: the worlds are scored into the cache, one job each, and the table is made
+    later) and a seed below HELDOUT_SEED."""
     from .protocols import HELDOUT_SEED
     from .stats import seed_groups
 
     models = parse_models(args.model)
-    if args.reference not in seed_groups(models):
+    if not getattr(args, "score_only", False) and args.reference not in seed_groups(models):
         raise ValueError(f"--reference {args.reference!r} is not a --model (got "
                          f"{sorted(seed_groups(models))})")
     if args.seed < HELDOUT_SEED:
@@ -109,6 +110,14 @@ def cache_key(*parts) -> str:
     sizes and seeds): the part is measured again when any of them changes."""
     import hashlib
     return hashlib.sha256(json.dumps([str(p) for p in parts]).encode()).hexdigest()[:12]
+
+
+def write_scores(out, scores: dict, models: dict) -> Path:
+    """--score-only: each world's cached scores at `out` (what the job made, for its stamp;
+    the table reads the cache)."""
+    return write_table(out, {"scored_only": True,
+                             "models": {n: relative(p) for n, p in models.items()},
+                             "scores": scores})
 
 
 def paired_rows(table: dict, rows: str = "variants") -> dict:

@@ -127,6 +127,13 @@ def _paired(p, walks: str, frames: int, seed: int, cache: str) -> None:
     p.add_argument("--threads", type=int, default=2)
 
 
+def _score_only(p) -> None:
+    p.add_argument("--score-only", action="store_true",
+                   help="score the --model worlds into --cache and write their scores to "
+                        "--out, no table (one job per world; the table's own call then "
+                        "reads them); --reference need not be among them")
+
+
 def _geometry(p) -> None:
     _paired(p, "held-out walks per map set", 64, 1_000_000, "runs/geometry/scores")
     p.add_argument("--starts", type=int, default=4, help="scored chunks per walk")
@@ -143,6 +150,7 @@ def _blocks(p, default: str) -> None:
 
 def _recall(p) -> None:
     _paired(p, "walks with recall frames", 96, 1_200_000, "runs/recall/scores")
+    _score_only(p)
     p.add_argument("--engine", choices=("doom", "procedural"), default="doom")
     p.add_argument("--maps", default="MAP04", help="DOOM maps of the walks (comma-separated)")
     p.add_argument("--walls", choices=("room", "segment"), default=None,
@@ -158,6 +166,7 @@ def _recall(p) -> None:
 
 def _loops(p) -> None:
     _paired(p, "loop walks per engine", 1000, 1_400_000, "runs/long/scores")
+    _score_only(p)
     p.add_argument("--engine", choices=("doom", "procedural"), default="procedural")
     p.add_argument("--maps", default="MAP04", help="DOOM maps of the walks (comma-separated)")
     _blocks(p, "procedural")

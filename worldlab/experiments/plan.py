@@ -79,8 +79,9 @@ def job_values(stage: Stage, jobs_of: dict[str, list[dict]]) -> list[dict]:
                 job = variant if not seed else f"{variant}_seed{seed}"
             out.append({**{k: str(v) for k, v in keys.items()},
                         **({"variant": variant} if variant is not None else {}),
-                        **({"seed": seed} if seed is not None else {}), "job": job,
-                        "seed_rank": rank})
+                        **({"seed": seed,  # how a table names this seed's row of a variant
+                            "seed_suffix": f"_seed{seed}" if seed else ""}
+                           if seed is not None else {}), "job": job, "seed_rank": rank})
     return out
 
 
