@@ -63,9 +63,11 @@ class Result:
         return value
 
     def made_by(self) -> str:
-        """The command that re-makes this file."""
-        if self.data.get("spec"):
-            return f"python -m worldlab run {self.data['spec']}"
+        """The command that re-makes this file: its experiment spec's run, else (a device
+        run's script, a file from before the runner) its own command."""
+        spec = self.data.get("spec") or ""
+        if spec.startswith("experiments/"):
+            return f"python -m worldlab run {spec}"
         return self.get("command")
 
 
