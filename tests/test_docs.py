@@ -31,6 +31,7 @@ GLOSSARY_TERMS = [
     "bootstrap", "latent", "Plücker", "FSDP2", "bf16", "DDP", "chunk", "KV cache",
     "teacher forcing", "open loop", "repeat-last", "warp-last", "return frames",
     "self-consistency", "drift", "student", "EMA", "PSNR", "SSIM", "sharpness",
+    "realism distance",
 ]
 
 NUM = r"[+-]?\d+(?:,\d{3})*(?:\.\d+)?"
