@@ -222,6 +222,18 @@ def test_cache3d_variant_trains_on_rendered_caches(tmp_path, store, world_dir):
     c3d = run.clips.cache3d  # (N, f, c + 1, h, w): the last chunk's renders
     assert c3d.shape[1:] == (4, 5, 4, 4)
     assert float(c3d[:, :, -1].max()) > 0.5  # later chunks see much of the cache
+    # rendered once per store: another seed reads the same file; other inputs, another key
+    from worldlab.train.cache_inputs import FOLDER, cache_key
+    files = sorted((store.root / FOLDER).glob("oracle-*.safetensors"))
+    assert len(files) == 1
+    stamp = files[0].stat().st_mtime_ns
+    again = finetune(world_dir, "cache3d_oracle", store, None, steps=1, batch_size=2, seed=1)
+    assert torch.equal(again.clips.cache3d, c3d) and files[0].stat().st_mtime_ns == stamp
+    windows, ae = [("a", 0), ("a", 4)], load_world(world_dir, device="cpu").ae
+    assert cache_key(windows, 16, 4, ae, "oracle", 2) != cache_key(windows, 16, 4, ae,
+                                                                    "oracle", 1)
+    assert cache_key(windows, 16, 4, ae, "oracle", 2) == cache_key(list(windows), 16, 4, ae,
+                                                                   "oracle", 2)
 
 
 # ----------------------------------------------------------------------------------------

@@ -1,7 +1,7 @@
 """A small depth head: frames -> metric z-depth, so the 3D-cache memory can fuse the world
 model's own frames (`memory.cache3d = "own"`) without the engine's depth.
 
-`memory.stream.Stream.observe` (play) and `train.memory.cache3d_latents` (training) call
+`memory.stream.Stream.observe` (play) and `train.cache_inputs.cache3d_latents` (training) call
 `predict(rgb)` on uint8 frames and back-project its depth into the point cache; the head is
 trained on the engine's frames and depth by `worldlab.train.depth_head`.
 

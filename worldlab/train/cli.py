@@ -200,14 +200,20 @@ def _cli_memory(args) -> int:
 
     store = EpisodeStore.open(args.data)
     ids = sorted(store.index)[:args.episodes] if args.episodes else None
+    from contextlib import nullcontext
+
+    from tqdm.auto import tqdm
+
     head = None if args.depth_head is None else load_depth_head(args.depth_head)
-    with Progress(f"memory ({args.variant})") as progress:
+    fused = MEMORY_VARIANTS[args.variant].get("memory", {}).get("cache3d")  # inputs to render
+    with Progress(f"memory ({args.variant})") as progress, \
+            (tqdm(desc="3D-cache inputs", unit="clip") if fused else nullcontext()) as bar:
         run = finetune(args.start, args.variant, store, args.out, steps=args.steps,
                        batch_size=args.batch_size, seed=args.seed, ids=ids, depth_head=head,
                        min_overlap=args.min_overlap,
                        max_window_overlap=args.max_window_overlap, latents=args.latents,
                        own_memory=args.own_memory, device=args.device, resume=args.resume,
-                       **progress.hooks)
+                       progress=bar.update if fused else None, **progress.hooks)
     print(f"step {run.state['step']}: loss {run.state.get('loss', float('nan')):.4f}; package "
           f"it with: train package --autoencoder {args.start}/autoencoder --world {args.out} "
           f"--out DIR")

@@ -27,11 +27,10 @@ import torch
 from ..config import MemoryConfig, ModelConfig, WorldConfig, memory_model_fields
 from ..episodes import ClipTensors, EpisodeStore
 from ..episodes.datasets import clip_windows
-from ..memory.cache3d import PointCache
 from ..memory.retrieval import chunk_overlap, memory_slots, select_memory
-from ..memory.stream import CACHE_VOXEL_M, cache_latent
 from ..model.memory_tokens import MemoryChunks
 from ..pretrained import load_world, resolve_checkpoint
+from .cache_inputs import stored_cache3d_latents
 from .checkpoints import read_weights
 from .long_horizon import finetune_sections
 from .recipes import world
@@ -217,34 +216,6 @@ def revisit_windows(store: EpisodeStore, windows: list[tuple[str, int]], clip_fr
     return kept
 
 
-@torch.no_grad()
-def cache3d_latents(store: EpisodeStore, windows: list[tuple[str, int]], clip_frames: int,
-                    chunk_frames: int, autoencoder, mode: str, stride: int, depth_head=None,
-                    progress=None, max_points: int | None = None) -> torch.Tensor:
-    """The 3D-cache input of each clip's last chunk (N, f, c + 1, h, w) float16: the engine's
-    frames before that chunk (every `stride`-th), fused (at most `max_points` points, as
-    `memory.stream.Stream` keeps) with the engine's depth ("oracle")
-    or the depth head's ("own"), rendered into its cameras and encoded (`cache_latent`,
-    as `memory.stream.Stream` does in play)."""
-    f, out, current = chunk_frames, [], None
-    device = next(autoencoder.parameters()).device
-    for episode_id, start in windows:  # grouped by episode, starts increasing
-        if episode_id != current:
-            current, ep, fused = episode_id, store.read(episode_id), 0
-            points, K = PointCache(CACHE_VOXEL_M, max_points), ep.K[0]
-            depth = ep.depth if mode == "oracle" else depth_head.predict(ep.rgb)
-        target = start + clip_frames - f  # the last chunk's first frame
-        for i in range(fused, target):
-            if i % stride == 0:
-                points.fuse(ep.rgb[i], depth[i], ep.c2w[i], K)
-        fused = target
-        out.append(cache_latent(autoencoder, points, ep.c2w[target:target + f], K,
-                                ep.rgb.shape[1], device)[0].half().cpu())
-        if progress is not None:
-            progress(1)
-    return torch.stack(out)
-
-
 def finetune(start, variant: str, store, out=None, *, steps: int = 300, batch_size: int = 16,
              seed: int = 0, ids: list[str] | None = None, depth_head=None,
              min_overlap: float = REVISIT_OVERLAP, max_window_overlap: float = 1.0,
@@ -279,9 +250,9 @@ def finetune(start, variant: str, store, out=None, *, steps: int = 300, batch_si
                                       max_window_overlap)
         c3d = None
         if cfg.memory.cache3d != "off":
-            c3d = cache3d_latents(store, windows, clip_frames, f, w.ae, cfg.memory.cache3d,
-                                  cfg.memory.cache_stride, depth_head, progress,
-                                  cfg.memory.cache_points)
+            c3d = stored_cache3d_latents(store, windows, clip_frames, f, w.ae,
+                                         cfg.memory.cache3d, cfg.memory.cache_stride,
+                                         depth_head, progress, cfg.memory.cache_points)
         return MemoryClips(store, cache, clip_frames, f, cfg.memory, K, (size, size),
                            cfg.model.window_chunks, ids, data_device, c3d, windows,
                            own=cfg.train.memory_own_prob > 0)
