@@ -179,9 +179,19 @@ def test_table_loops_pairs_methods_by_seed_on_the_same_loop_walks(tmp_path):
     assert x["realism_distance_late"] is None and "no realism score" in b["realism_note"]
     assert "paired_vs_tf" not in b["methods"]["tf"]
     assert len(x["curves"]["frame"]) == len(x["curves"]["psnr_open_loop"]) == 6  # 68 frames
+    lo, hi = x["curves"]["psnr_open_loop_lo"], x["curves"]["psnr_open_loop_hi"]
+    assert len(lo) == 6 and all(a <= m + 1e-6 and m <= c + 1e-6 for a, m, c in
+                                zip(lo, x["curves"]["psnr_open_loop"], hi))
+    # the best method and its bars (chosen here on these walks: no validation table)
+    assert b["best"]["name"] == "x" and "no validation" in b["best"]["chosen_on"]
+    assert b["bars"]["best_minus_reference_late_db"] == pytest.approx(0.0, abs=1e-9)
+    assert b["bars"]["best_sharpness_ratio_vs_ae_late"] == x["sharpness_ratio_vs_ae_late"]
     cached = sorted(p.name for p in cache.iterdir())
-    assert len(cached) == 4 and main(args) == 0
+    assert len(cached) == 4 and main(args + ["--strip"]) == 0
     assert sorted(p.name for p in cache.iterdir()) == cached
+    strip = json.loads(out.read_text())["engines"]["procedural"]["strip"]
+    assert strip["rows"] == ["engine", "tf", "x"] and strip["frames"] == [72]  # short walks
+    assert (tmp_path / strip["file"]).is_file()
 
 
 def test_a_second_engine_block_goes_beside_the_first(tmp_path):
@@ -211,3 +221,21 @@ def test_late_realism_is_zero_for_the_engine_itself_and_not_for_a_frozen_frame()
     assert r["realism_distance_repeat_late"] > 1.0 and "32 frames per set" in r["realism_note"]
     none = realism_late([walk], slice(8, 40), "procedural", 32)
     assert none["realism_distance_late"] is None and "32 px" in none["realism_note"]
+
+
+def test_loop_bars_judge_the_best_method_against_the_baseline_and_repeat_last():
+    from worldlab.evaluate.loop_table import LOOP_BARS, loop_bar_values
+    from worldlab.evaluate.memory_bars import bar_rows
+
+    method = {"paired_vs_tf": {"mean": 1.2, "lo": 0.3, "hi": 2.0},
+              "loop_closure_psnr_late": 21.0, "sharpness_ratio_vs_ae_late": 0.9,
+              "motion_ratio_vs_engine_late": 0.7}
+    b = {"methods": {"x": method}, "loop_closure_psnr_repeat_late": 18.5}
+    values = loop_bar_values(b, "x", "tf")
+    assert values == pytest.approx({
+        "best_minus_reference_late_db": 1.2, "best_minus_reference_late_lo_db": 0.3,
+        "best_loop_closure_minus_repeat_db": 2.5, "best_sharpness_ratio_vs_ae_late": 0.9,
+        "best_motion_ratio_vs_engine_late": 0.7})
+    assert [r["met"] for r in bar_rows(values, LOOP_BARS)] == [True, True, True, True, False]
+    no_loops = {**b, "loop_closure_psnr_repeat_late": None}  # walks too short to come back
+    assert "best_loop_closure_minus_repeat_db" not in loop_bar_values(no_loops, "x", "tf")

@@ -75,7 +75,7 @@ def test_the_strip_shows_engine_worlds_and_oracle_at_the_widest_returns(walks):
 def test_the_best_variant_is_chosen_on_validation_walks_when_given(tmp_path):
     import json
 
-    from worldlab.evaluate.recall_table import best_variant
+    from worldlab.evaluate.table_io import best_row as best_variant
     rows = lambda **v: {"variants": {n: {"recall_psnr": x} for n, x in v.items()},  # noqa: E731
                         "first_seed": 1_250_000, "walks": 8}
     reported = rows(none=18.0, retrieval=19.0, tokens=20.0, cache3d_oracle=25.0)

@@ -191,6 +191,10 @@ def summarise(walks: list[dict], scores: list[dict], context: int) -> dict:
         "frame": list(range(context + CURVE_STRIDE // 2 + 1, context + n + 1, CURVE_STRIDE)),
         **{k: np.round(v[context:context + n].reshape(-1, CURVE_STRIDE).mean(1), 3).tolist()
            for k, v in mean.items()}}
+    # the open loop's curve of each walk: intervals over walks (`table loops`)
+    result["curves_per_walk"] = {"psnr_open_loop": [
+        np.round(s["psnr_open_loop"][context:context + n].reshape(-1, CURVE_STRIDE).mean(1),
+                 3).tolist() for s in scores]}
     return result
 
 

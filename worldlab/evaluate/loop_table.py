@@ -16,15 +16,22 @@ The table holds one block, `engines.<--block>`; each world's scores are cached u
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import torch
 
+from ..atomic import atomic_write_bytes
 from ..pretrained import load_world
+from ..viz import to_png_bytes
 from .long import LOOP_GAP, LOOP_OVERLAP, long_horizon
+from .memory_bars import Bar, bar_rows
 from .protocols import heldout_episodes
-from .stats import paired_seed_rows, seed_groups
-from .table_io import (cache_key, cached, paired_models, relative, seed_row,
-                       with_engines_of, write_scores, write_table)
+from .report import print_table
+from .stats import bootstrap, paired_seed_rows, seed_groups
+from .strip import rollout_strip
+from .table_io import (beside, best_row, cache_key, cached, paired_models, relative,
+                       seed_row, with_engines_of, write_scores, write_table)
 
 OPTS = {"doom": {"monsters": "invulnerable"}, "procedural": {}}
 POLICY = "loops"
@@ -37,6 +44,35 @@ REFERENCE_KEYS = ("psnr_repeat_late", "loop_closure_psnr_repeat_late", "psnr_war
                   "loop_closure_psnr_warp_late", "psnr_ae_late", "loop_closure_psnr_ae_late",
                   "realism_distance_ae_late", "realism_distance_repeat_late",
                   "realism_distance_warp_late", "realism_note", "loop_closure_frames")
+
+
+LOOP_BARS = {  # keys of a block's "bars" (`loop_bar_values`): the long-horizon issue's
+    "best_minus_reference_late_db": Bar("late PSNR: best - teacher_forcing, paired mean (dB)",
+                                        ">=", 1.0),
+    "best_minus_reference_late_lo_db": Bar("late PSNR: best - teacher_forcing, interval's "
+                                           "lower end (dB)", ">", 0.0),
+    "best_loop_closure_minus_repeat_db": Bar("loop-closure PSNR: best - repeat-last (dB)",
+                                             ">=", 2.0),
+    "best_sharpness_ratio_vs_ae_late": Bar("late sharpness: best / autoencoder", ">=", 0.8),
+    "best_motion_ratio_vs_engine_late": Bar("late motion: best / engine", ">=", 0.8),
+}
+
+
+def loop_bar_values(b: dict, best: str, reference: str) -> dict:
+    """The values LOOP_BARS judge, from a loops block and its best method; a value the
+    block lacks (no loop-closure frames, the reference itself as best) is left out."""
+    m, out = b["methods"][best], {}
+    if best != reference:
+        paired = m[f"paired_vs_{reference}"]
+        out |= {"best_minus_reference_late_db": paired["mean"],
+                "best_minus_reference_late_lo_db": paired["lo"]}
+    if m["loop_closure_psnr_late"] is not None and \
+            b["loop_closure_psnr_repeat_late"] is not None:
+        out["best_loop_closure_minus_repeat_db"] = (m["loop_closure_psnr_late"]
+                                                    - b["loop_closure_psnr_repeat_late"])
+    out |= {"best_sharpness_ratio_vs_ae_late": m["sharpness_ratio_vs_ae_late"],
+            "best_motion_ratio_vs_engine_late": m["motion_ratio_vs_engine_late"]}
+    return out
 
 
 def loop_walks(n: int, frames: int, size: int, engine: str, maps: tuple, seed: int,
@@ -68,6 +104,17 @@ def _mean_curves(curves: list[dict]) -> dict:
             for k in curves[0]}
 
 
+def _curve_interval(scores: list[dict]) -> dict:
+    """`psnr_open_loop_lo` and `_hi`: each curve point's 95% bootstrap interval over walks,
+    every walk's curve first averaged over the method's seeds."""
+    if any("curves_per_walk" not in s for s in scores):
+        return {}
+    per_walk = np.mean([s["curves_per_walk"]["psnr_open_loop"] for s in scores], axis=0)
+    cis = [bootstrap(point) for point in per_walk.T]  # per_walk (walks, points)
+    return {"psnr_open_loop_lo": [round(c["lo"], 3) for c in cis],
+            "psnr_open_loop_hi": [round(c["hi"], 3) for c in cis]}
+
+
 def block(scores: dict, reference: str, walks: dict) -> dict:
     """The table's block of one engine: methods pooled over seeds and paired with
     `reference` on the late PSNR, the references, the walks' description."""
@@ -83,7 +130,8 @@ def block(scores: dict, reference: str, walks: dict) -> dict:
             "loop_closure_psnr_late": loops[base]["mean"],
             **{k: _mean(scores[n][k] for n in names) for k in METHOD_KEYS},
             "sampling_steps": scores[names[0]]["sampling_steps"],
-            "curves": _mean_curves([scores[n]["curves"] for n in names])}
+            "curves": {**_mean_curves([scores[n]["curves"] for n in names]),
+                       **_curve_interval([scores[n] for n in names])}}
         if base != reference:
             methods[base][f"loop_closure_paired_vs_{reference}"] = \
                 loops[base][f"paired_vs_{reference}"]
@@ -133,11 +181,34 @@ def cli(args) -> int:
              "reference": args.reference, "budget": args.budget, "threads": args.threads,
              "models": {n: relative(p) for n, p in models.items()},
              "engines": {args.block: block(scores, args.reference, described)}}
-    write_table(args.out, with_engines_of(table, args.beside) if args.beside else table)
     b = table["engines"][args.block]
+    b["best"] = best_row(b, args.reference, args.best_from, args.block, "methods", "psnr_late")
+    b["bars"] = loop_bar_values(b, b["best"]["name"], args.reference)
+    if args.strip:
+        b["strip"] = _strip(worlds, [args.reference, b["best"]["name"]], walks[0], args.out)
+    write_table(args.out, with_engines_of(table, args.beside) if args.beside else table)
     print(f"{args.block} ({b['walks']} walks of {args.frames} frames, "
           f"{b['loop_closure_frames']} loop-closure frames in the late window): "
           + ", ".join(f"{n} {r['psnr_late']:.2f}" for n, r in b["methods"].items())
           + f"; repeat {b['psnr_repeat_late']:.2f}, warp {b['psnr_warp_late']:.2f}, "
             f"autoencoder {b['psnr_ae_late']:.2f}")
+    print_table(bar_rows(b["bars"], LOOP_BARS),
+                f"the long-horizon bars (best: {b['best']['name']}, chosen on "
+                f"{b['best']['chosen_on']})")
     return 0
+
+
+def _strip(worlds: dict, names: list[str], walk, out) -> dict:
+    """Frames 100, 500 and the last of the first walk (`strip.rollout_strip`: each world
+    open loop from the first chunk) for the worlds `names` (first seeds), as a PNG beside
+    the table: rows engine | each world."""
+    names = list(dict.fromkeys(names))
+    f = worlds[names[0]].chunk_frames
+    last = len(walk) // f * f
+    at = tuple(n - f for n in (100, 500) if n < last) + (last - f,)
+    path = beside(out, f"{Path(out).stem}_strip.png")
+    atomic_write_bytes(path, to_png_bytes(rollout_strip({n: worlds[n] for n in names}, walk,
+                                                        at)))
+    print("wrote", path)
+    return {"file": path.name, "walk_seed": walk.meta.get("seed"),
+            "rows": ["engine", *names], "frames": [f + s for s in at]}

@@ -27,8 +27,8 @@ from .recall import (MAX_WINDOW_COVER, recall_strip, recall_walks, reference_rec
 from .revisit import MIN_GAP, MIN_OVERLAP
 from .report import print_table
 from .stats import bootstrap, paired_seed_rows, seed_groups
-from .table_io import (beside, cache_key, cached, paired_models, read_json, relative, seed_row,
-                       with_engines_of, write_scores, write_table)
+from .table_io import (beside, best_row, cache_key, cached, paired_models, relative,
+                       seed_row, with_engines_of, write_scores, write_table)
 
 OPTS = {"doom": {"monsters": "invulnerable"}, "procedural": {}}  # and procedural's --walls
 
@@ -61,29 +61,6 @@ def block(scores: dict, references: dict, reference: str, walks: dict) -> dict:
             "variants": variants,
             "references": {k: seed_row(bootstrap(v), "recall_psnr")
                            for k, v in references.items()}}
-
-
-def best_variant(b: dict, reference: str, validation=None, block_name: str = "") -> dict:
-    """{"name", "chosen_on"}: the non-oracle variant with the highest recall PSNR (pooled
-    over seeds), read from the table `validation` (its block of the same name, else its
-    only one) when given, else from `b` itself, which the record then says."""
-    source, chosen_on = b, "the reported walks (no validation table given)"
-    if validation:
-        blocks = read_json(validation, ("engines",), "a recall table")["engines"]
-        if block_name not in blocks and len(blocks) != 1:
-            raise ValueError(f"{validation} has blocks {sorted(blocks)}; none is "
-                             f"{block_name!r} and there is more than one to choose from")
-        source = blocks.get(block_name) or next(iter(blocks.values()))
-        chosen_on = (f"the validation walks of {relative(validation)} (first seed "
-                     f"{source['first_seed']}, {source['walks']} walks)")
-    others = [n for n in source["variants"] if n != reference and "oracle" not in n]
-    if not others:
-        return {"name": reference, "chosen_on": "no other non-oracle variant"}
-    name = max(others, key=lambda n: source["variants"][n]["recall_psnr"])
-    if name not in b["variants"]:
-        raise ValueError(f"the best variant on {chosen_on}, {name!r}, is not among this "
-                         f"table's variants {sorted(b['variants'])}")
-    return {"name": name, "chosen_on": chosen_on}
 
 
 def _strip(worlds: dict, names: list[str], walk, found, out) -> dict:
@@ -139,7 +116,8 @@ def cli(args) -> int:
              "models": {n: relative(p) for n, p in models.items()},
              "engines": {args.block: block(scores, references, args.reference, described)}}
     b = table["engines"][args.block]
-    b["best"] = best_variant(b, args.reference, args.best_from, args.block)
+    b["best"] = best_row(b, args.reference, args.best_from, args.block, "variants",
+                         "recall_psnr")
     b["bars"] = recall_bar_values(b["variants"], b["best"]["name"], args.reference)
     if args.strip:
         b["strip"] = _strip(worlds, [args.reference, b["best"]["name"]], walks[0], pairs[0],

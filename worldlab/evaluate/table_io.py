@@ -120,6 +120,31 @@ def write_scores(out, scores: dict, models: dict) -> Path:
                              "scores": scores})
 
 
+def best_row(b: dict, reference: str, validation=None, block_name: str = "",
+             rows: str = "variants", metric: str = "recall_psnr") -> dict:
+    """{"name", "chosen_on"}: the non-oracle row of `b[rows]` other than `reference` with
+    the highest `metric` (pooled over seeds), read from the table `validation` (its block of
+    the same name, else its only one) when given, else from `b` itself, which the record
+    then says."""
+    source, chosen_on = b, "the reported walks (no validation table given)"
+    if validation:
+        blocks = read_json(validation, ("engines",), "a table with engine blocks")["engines"]
+        if block_name not in blocks and len(blocks) != 1:
+            raise ValueError(f"{validation} has blocks {sorted(blocks)}; none is "
+                             f"{block_name!r} and there is more than one to choose from")
+        source = blocks.get(block_name) or next(iter(blocks.values()))
+        chosen_on = (f"the validation walks of {relative(validation)} (first seed "
+                     f"{source['first_seed']}, {source['walks']} walks)")
+    others = [n for n in source[rows] if n != reference and "oracle" not in n]
+    if not others:
+        return {"name": reference, "chosen_on": f"no other non-oracle {rows[:-1]}"}
+    name = max(others, key=lambda n: source[rows][n][metric])
+    if name not in b[rows]:
+        raise ValueError(f"the best {rows[:-1]} on {chosen_on}, {name!r}, is not among this "
+                         f"table's {rows} {sorted(b[rows])}")
+    return {"name": name, "chosen_on": chosen_on}
+
+
 def paired_rows(table: dict, rows: str = "variants") -> dict:
     """{label: {"mean", "lo", "hi"}}: each row's paired difference with the table's
     reference, per engine block (`rows`: "variants" of `table recall`, "methods" of `table

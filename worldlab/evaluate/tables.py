@@ -148,6 +148,14 @@ def _blocks(p, default: str) -> None:
                         "blocks are kept beside this one's")
 
 
+def _best_and_strip(p, strip: str) -> None:
+    p.add_argument("--strip", action="store_true",
+                   help=f"a PNG beside --out (<out>_strip.png): {strip}")
+    p.add_argument("--best-from", default=None, metavar="JSON",
+                   help="the same table on validation walks: the best row (the bars', the "
+                        "strip's) is chosen there; without it, on these walks")
+
+
 def _recall(p) -> None:
     _paired(p, "walks with recall frames", 96, 1_200_000, "runs/recall/scores")
     _score_only(p)
@@ -155,12 +163,8 @@ def _recall(p) -> None:
     p.add_argument("--maps", default="MAP04", help="DOOM maps of the walks (comma-separated)")
     p.add_argument("--walls", choices=("room", "segment"), default=None,
                    help="procedural walls: one material per room or per wall segment")
-    p.add_argument("--strip", action="store_true",
-                   help="a PNG beside --out (<out>_strip.png): the first walk's moment of "
-                        "return, engine | the reference | the best variant | the oracle")
-    p.add_argument("--best-from", default=None, metavar="JSON",
-                   help="a recall table on validation walks: the best variant (the bars', "
-                        "the strip's) is chosen there; without it, on these walks")
+    _best_and_strip(p, "the first walk's moment of return, engine | the reference | the "
+                       "best variant | the oracle")
     _blocks(p, "doom_heldout_map")
 
 
@@ -169,6 +173,8 @@ def _loops(p) -> None:
     _score_only(p)
     p.add_argument("--engine", choices=("doom", "procedural"), default="procedural")
     p.add_argument("--maps", default="MAP04", help="DOOM maps of the walks (comma-separated)")
+    _best_and_strip(p, "frames 100, 500 and the last of the first walk, engine | the "
+                       "reference | the best method")
     _blocks(p, "procedural")
 
 
