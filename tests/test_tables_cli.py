@@ -248,10 +248,15 @@ def test_worlds_scored_one_job_each_make_the_same_recall_table(tmp_path):
     cached = sorted(p.name for p in (tmp_path / "cache").iterdir())
     assert len(cached) == 3 and sum(p.startswith("references-") for p in cached) == 1
     assert main(["table", "recall", "--model", f"none={world}", "--model",
-                 f"retrieval={world}", *common, "--out", str(tmp_path / "t.json")]) == 0
+                 f"retrieval={world}", *common, "--strip", "--out", str(tmp_path / "t.json")
+                 ]) == 0
     assert sorted(p.name for p in (tmp_path / "cache").iterdir()) == cached
     table = json.loads((tmp_path / "t.json").read_text())["engines"]["doom_heldout_map"]
     alone = json.loads((tmp_path / "retrieval.json").read_text())
     assert alone["scored_only"] and table["variants"]["retrieval"]["recall_psnr"] == \
         alone["scores"]["retrieval"]["recall_psnr"]
     assert table["variants"]["retrieval"]["paired_vs_none"]["mean"] == 0.0  # the same world
+    assert table["best"]["name"] == "retrieval" and table["strip"]["columns"] == [
+        "engine", "none", "retrieval", "oracle"]
+    assert (tmp_path / table["strip"]["file"]).is_file() and table["strip"]["file"] == \
+        "t_strip.png"

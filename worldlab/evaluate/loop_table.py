@@ -16,22 +16,18 @@ The table holds one block, `engines.<--block>`; each world's scores are cached u
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import numpy as np
 import torch
 
-from ..atomic import atomic_write_bytes
 from ..pretrained import load_world
-from ..viz import to_png_bytes
 from .long import LOOP_GAP, LOOP_OVERLAP, long_horizon
 from .memory_bars import Bar, bar_rows
 from .protocols import heldout_episodes
 from .report import print_table
 from .stats import bootstrap, paired_seed_rows, seed_groups
 from .strip import rollout_strip
-from .table_io import (beside, best_row, cache_key, cached, paired_models, relative,
-                       seed_row, with_engines_of, write_scores, write_table)
+from .table_io import (best_row, cache_key, cached, paired_models, relative,
+                       seed_row, with_engines_of, write_scores, write_strip, write_table)
 
 OPTS = {"doom": {"monsters": "invulnerable"}, "procedural": {}}
 POLICY = "loops"
@@ -206,9 +202,6 @@ def _strip(worlds: dict, names: list[str], walk, out) -> dict:
     f = worlds[names[0]].chunk_frames
     last = len(walk) // f * f
     at = tuple(n - f for n in (100, 500) if n < last) + (last - f,)
-    path = beside(out, f"{Path(out).stem}_strip.png")
-    atomic_write_bytes(path, to_png_bytes(rollout_strip({n: worlds[n] for n in names}, walk,
-                                                        at)))
-    print("wrote", path)
-    return {"file": path.name, "walk_seed": walk.meta.get("seed"),
+    image = rollout_strip({n: worlds[n] for n in names}, walk, at)
+    return {"file": write_strip(out, image).name, "walk_seed": walk.meta.get("seed"),
             "rows": ["engine", *names], "frames": [f + s for s in at]}

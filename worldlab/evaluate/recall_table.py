@@ -13,22 +13,18 @@ cached under --cache, so a rerun measures only what is missing.
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import numpy as np
 import torch
 
-from ..atomic import atomic_write_bytes
 from ..pretrained import load_world
-from ..viz import to_png_bytes
 from .memory_bars import RECALL_BARS, bar_rows, recall_bar_values
 from .recall import (MAX_WINDOW_COVER, recall_strip, recall_walks, reference_recall,
                      world_recall)
 from .revisit import MIN_GAP, MIN_OVERLAP
 from .report import print_table
 from .stats import bootstrap, paired_seed_rows, seed_groups
-from .table_io import (beside, best_row, cache_key, cached, paired_models, relative,
-                       seed_row, with_engines_of, write_scores, write_table)
+from .table_io import (best_row, cache_key, cached, paired_models, relative,
+                       seed_row, with_engines_of, write_scores, write_strip, write_table)
 
 OPTS = {"doom": {"monsters": "invulnerable"}, "procedural": {}}  # and procedural's --walls
 
@@ -68,10 +64,7 @@ def _strip(worlds: dict, names: list[str], walk, found, out) -> dict:
     (first seeds), as a PNG beside the table (shipped beside it too): what it shows."""
     names = list(dict.fromkeys(names))
     image, rows = recall_strip({n: worlds[n] for n in names}, walk, found)
-    path = beside(out, f"{Path(out).stem}_strip.png")
-    atomic_write_bytes(path, to_png_bytes(image))
-    print("wrote", path)
-    return {"file": path.name, "walk_seed": walk.meta.get("seed"),
+    return {"file": write_strip(out, image).name, "walk_seed": walk.meta.get("seed"),
             "columns": ["engine", *names, "oracle"], "rows_j_and_outbound": rows}
 
 

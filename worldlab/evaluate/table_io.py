@@ -13,7 +13,7 @@ import json
 import os
 from pathlib import Path
 
-from ..atomic import atomic_write_json
+from ..atomic import atomic_write_bytes, atomic_write_json
 from ..paths import ROOT, RUNS
 
 TABLES = RUNS / "tables"  # where a table's JSON goes unless --out says otherwise
@@ -110,6 +110,16 @@ def cache_key(*parts) -> str:
     sizes and seeds): the part is measured again when any of them changes."""
     import hashlib
     return hashlib.sha256(json.dumps([str(p) for p in parts]).encode()).hexdigest()[:12]
+
+
+def write_strip(out, image) -> Path:
+    """A table's picture (uint8 (h, w, 3)) as `<out's stem>_strip.png` beside its JSON
+    `out`, atomically; prints and returns where (a ship stage copies it beside the table)."""
+    from ..viz import to_png_bytes  # plotting's imports only for a picture
+    path = beside(out, f"{Path(out).stem}_strip.png")
+    atomic_write_bytes(path, to_png_bytes(image))
+    print("wrote", path)
+    return path
 
 
 def write_scores(out, scores: dict, models: dict) -> Path:
