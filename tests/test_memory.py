@@ -14,11 +14,12 @@ import torch
 import worldlab as wl
 from worldlab.episodes import EpisodeStore, LatentCache, record_many
 from worldlab.evaluate.memory_rollout import open_loop
-from worldlab.evaluate.generation import generate
+from worldlab.evaluate.generation import episode_conditions, generate
 from worldlab.memory.retrieval import memory_slots, select_memory
-from worldlab.memory.stream import Stream
+from worldlab.memory.stream import Stream, world_stream
 from worldlab.model import WorldModel
 from worldlab.model.memory_tokens import MemoryChunks
+from worldlab.model.sampler import chunk_conditions
 from worldlab.pretrained import load_world
 from worldlab.train.memory import VARIANTS, MemoryClips, finetune, load_base, variant_config
 from worldlab.train.recipes import fill_latents
@@ -62,6 +63,10 @@ def test_memory_config_rules_name_the_field():
         wl.make_config("tiny", memory__cache3d="oracle")
     with pytest.raises(ValueError, match=r"memory.cache3d must be one of"):
         wl.make_config("tiny", memory__cache3d="engine")
+    with pytest.raises(ValueError, match="sample.composite='cache' paints the 3D cache"):
+        wl.make_config("tiny", sample__composite="cache")
+    with pytest.raises(ValueError, match=r"sample.composite must be one of"):
+        wl.make_config("tiny", sample__composite="warp")
     with pytest.raises(ValueError, match="unknown memory variant 'fog'"):
         variant_config(wl.make_config("tiny"), "fog", 3, 2, TOKENS_PER_FRAME)
     with pytest.raises(ValueError, match="memory_compress=3 must be f s"):
@@ -266,6 +271,37 @@ def test_generate_gives_a_world_its_3d_cache(tmp_path, world_dir, store):
         world.config, memory=wl.config.MemoryConfig()))  # the same weights, the cache empty
     assert np.abs(generate(blind, ep, 0, 4, 48, steps=1, seed=3).astype(int)
                   - out.astype(int)).mean() > 1
+
+
+def test_composite_paints_what_the_cache_holds_and_the_world_draws_the_rest(
+        tmp_path, world_dir, store):
+    """sample.composite="cache": a place seen before comes back as it was seen. The walk's
+    first chunk goes into the oracle cache; a chunk made at the same cameras shows the
+    cache's render wherever a point lands (the engine's frames there) and the world's own
+    frames elsewhere; without composite the world's frames are shown as they are."""
+    world = memory_world(tmp_path, world_dir, store, "cache3d_oracle")
+    ep = store.read(store.ids()[0])
+    f = world.chunk_frames
+    shown = {}
+    for composite in ("off", "cache"):
+        w = dataclasses.replace(world, config=dataclasses.replace(world.config, sample=(
+            dataclasses.replace(world.config.sample, composite=composite))))
+        stream = world_stream(w, ep.K[0])
+        cond = chunk_conditions(0, f, *episode_conditions(w, ep, 0, f))
+        stream.append_truth(w.encode(ep.rgb[:f]), cond, ep.rgb[:f], ep.depth[:f])
+        g = torch.Generator().manual_seed(0)
+        x = stream.step(torch.randn((1, f, 4, 4, 4), generator=g), cond, 1, g)
+        drawn = w.decode(x)
+        shown[composite] = (drawn, stream.show(drawn, ep.depth[:f]))
+    drawn, same = shown["off"]
+    assert same is drawn or np.array_equal(same, drawn)
+    drawn, painted = shown["cache"]
+    changed = (painted != drawn).any(-1)  # (f, h, w): the pixels the render covered
+    assert changed.mean() > 0.3
+    truth_err = np.abs(painted.astype(int) - ep.rgb[:f].astype(int)).mean(-1)
+    assert truth_err[changed].mean() < 0.5 * np.abs(drawn.astype(int) - ep.rgb[:f].astype(
+        int)).mean(-1)[changed].mean()  # closer to the engine's frames where painted
+    assert np.array_equal(painted[~changed], drawn[~changed])
 
 
 def test_stream_reads_the_memory_training_selects(tmp_path, world_dir, store):

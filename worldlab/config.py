@@ -169,6 +169,9 @@ class SampleConfig:
     # flow time a generated chunk is noised to before it becomes context (0: clean); worlds
     # trained with train.context_noise are sampled with a small one
     context_noise: float = 0.0
+    # "cache": the pixels the 3D cache covers (memory.cache3d) are its render into the
+    # chunk's cameras, the world draws the rest; "off": the world draws every pixel
+    composite: str = "off"
 
 
 @dataclass
@@ -267,6 +270,7 @@ RECIPES = ("none", "ode", "consistency", "dmd", "dmd_clip")
 CORRUPTIONS = ("none", "noise", "blur", "colour", "bank")
 # as memory/ reads them
 CACHE3D = ("off", "oracle", "own")
+COMPOSITES = ("off", "cache")
 # recording's starts, DOOM's monster modes and the procedural engine's wall materials
 STARTS = ("player", "random")
 MONSTERS = ("off", "on", "invulnerable")
@@ -343,7 +347,7 @@ RULES: dict[str, dict[str, tuple]] = {
     "sample": {"steps": _COUNT, "solver": _one_of(SOLVERS), "guidance": _number(),
                "decoder": _one_of(DECODERS), "quantize": _one_of(QUANTIZE),
                "compile": _FLAG, "autocast": _one_of(AUTOCAST),
-               "context_noise": _CONTEXT_NOISE},
+               "context_noise": _CONTEXT_NOISE, "composite": _one_of(COMPOSITES)},
     "distill": {"recipe": _one_of(RECIPES), "student_steps": _COUNT,
                 "teacher_steps": _COUNT, "steps": _COUNT, "batch_size": _COUNT,
                 "lr": _POSITIVE, "critic_lr": _POSITIVE, "critic_ratio": _COUNT,
@@ -420,6 +424,10 @@ def validate_config(cfg: "WorldConfig") -> "WorldConfig":
         raise ValueError(f"config memory.sink={mem.sink} / memory.retrieve={mem.retrieve} "
                          f"need memory attention: model.memory_tokens must be > 0 "
                          f"(memory_model_fields gives it), got 0")
+    if cfg.sample.composite == "cache" and mem.cache3d == "off":
+        raise ValueError("config sample.composite='cache' paints the 3D cache's render into "
+                         "the frames, but memory.cache3d is 'off': a world without a 3D "
+                         "cache has nothing to paint")
     if (mem.cache3d != "off") != m.cache_latent:
         raise ValueError(f"config memory.cache3d={mem.cache3d!r} needs "
                          f"model.cache_latent={mem.cache3d != 'off'}, got {m.cache_latent}")

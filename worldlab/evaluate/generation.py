@@ -56,20 +56,20 @@ def generate(world: World, episode, start: int, context: int, frames: int,
         s = slice(start + j * f, start + (j + 1) * f)
         stream.append_truth(ctx[:, j * f:(j + 1) * f], chunk_conditions(j, f, *conditions),
                             episode.rgb[s], _depth(episode, s))
-    out, drawn = [], []  # latents per chunk; the frames decoded for the 3D cache
+    out, shown = [], []  # latents per chunk; with a 3D cache, the frames chunk by chunk
     for j in range(context // f, frames // f):
         cond = chunk_conditions(j, f, *conditions)
         noise = torch.randn((1, f, *ctx.shape[2:]), generator=g, dtype=ctx.dtype,
                             device=ctx.device)  # (1, f, c, h, w)
         out.append(stream.generate(noise, cond, steps))
-        if j < frames // f - 1:  # the last chunk has nobody left to attend to it
+        if stream.points is not None:  # the 3D cache fuses (and may paint) what it drew
+            stream.append(out[-1], cond, g)  # the last one too: its cameras place the paint
+            s = slice(start + j * f, start + (j + 1) * f)
+            shown.append(stream.show(world.decode(out[-1]), _depth(episode, s)))
+        elif j < frames // f - 1:  # the last chunk has nobody left to attend to it
             stream.append(out[-1], cond, g)
-            if stream.points is not None:  # the 3D cache fuses what the world drew
-                drawn.append(world.decode(out[-1]))
-                s = slice(start + j * f, start + (j + 1) * f)
-                stream.observe(drawn[-1], _depth(episode, s))
-    # the decoders are frame by frame: the chunks decoded for the cache are not decoded again
-    return np.concatenate(drawn + [world.decode(torch.cat(out[len(drawn):], dim=1))])
+    # the decoders are frame by frame: decoding chunk by chunk gives the same frames
+    return np.concatenate(shown) if shown else world.decode(torch.cat(out, dim=1))
 
 
 def _depth(episode, frames: slice):

@@ -84,11 +84,12 @@ def generate_walk(world: World, episode, seed: int = 0, progress=None,
         part = slice(j * f, (j + 1) * f)
         for name, stream in streams.items():
             x = stream.generate(noise, cond)
-            frames[name].append(world.decode(x))
             if name == "open_loop":
                 stream.append(x, cond, context_gen)
-                stream.observe(frames[name][-1], engine_depth(episode, j * f, f))
+                frames[name].append(stream.show(world.decode(x),
+                                                engine_depth(episode, j * f, f)))
             else:
+                frames[name].append(world.decode(x))
                 stream.append_truth(truth[:, part], cond, rgb[part],
                                     engine_depth(episode, j * f, f))
         frames["autoencoder"].append(world.decode(truth[:, part]))

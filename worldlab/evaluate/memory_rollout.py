@@ -55,9 +55,7 @@ def open_loop(world: World, episode, seed: int = 0, steps: int | None = None,
         x = stream.step(chunk_noise(world, g), cond, steps)
         sync(world.device)
         ms.append(1e3 * (time.perf_counter() - t0))
-        rgb = world.decode(x)
-        stream.observe(rgb, engine_depth(episode, j * f, f))
-        frames.append(rgb)
+        frames.append(stream.show(world.decode(x), engine_depth(episode, j * f, f)))
         read.append(stream.last_memory)
         if progress is not None:
             progress(1)
@@ -90,7 +88,7 @@ def _cost_stream(world: World, episode, steps: int | None):
         cond = chunk_conditions(j, f, actions, c2w, captions)
         t0 = time.perf_counter()
         x = stream.step(chunk_noise(world, g), cond, steps)
-        stream.observe(world.decode(x), engine_depth(episode, j * f, f))
+        stream.show(world.decode(x), engine_depth(episode, j * f, f))
         sync(world.device)
         return 1e3 * (time.perf_counter() - t0), stream.last_tokens
     return chunk

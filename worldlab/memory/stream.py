@@ -15,8 +15,11 @@ Before each chunk it gathers that chunk's memory:
   into the chunk's cameras, encoded, with its coverage.
 
 A true chunk goes in with `append_truth`; a made one with `generate` then `append` (or
-`step`, both); `observe` hands the stream each chunk's decoded frames (and the engine's
-depth, read by the oracle cache only). `snapshot`/`restore` take back chunks (a failed
+`step`, both), then `show` with its decoded frames (and the engine's depth, read by the
+oracle cache only): they are fused into the 3D cache (`observe`) and, with
+`sample.composite = "cache"`, first painted with its render where it covers them, so the
+world draws only what the cache does not hold (a place seen before comes back as it was
+seen). `snapshot`/`restore` take back chunks (a failed
 chunk in play); `to_tensors`/`load_tensors` save and load the whole stream bit for bit.
 
 Shape legend: f frames per chunk, c latent channels, h w latent size, H W frame size,
@@ -38,6 +41,9 @@ from .retrieval import ChunkBank, memory_slots
 
 CACHE_VOXEL_M = 0.05  # point-cache cell: about a pixel at 3 m in a 64-pixel frame
 CACHE_SPLAT = 2  # pixels per rendered point: fills the gaps between sparse points
+# pixels per point of the render painted into the frames (sample.composite): one, so only
+# pixels a point lands on are painted, the world's own elsewhere
+COMPOSITE_SPLAT = 1
 # a context chunk waiting for its K/V (`KVCache.pending`) is saved as these inputs, so a
 # resumed stream runs it in the same pass as the live one would: the same numbers
 PENDING_INPUTS = ("x", "t", "actions", "c2w", "text")
@@ -174,6 +180,28 @@ class Stream:
             if (self._frames + i) % self.memory.cache_stride == 0:
                 self.points.fuse(rgb[i], depth[i], c2w[i], self.K)
         self._frames += len(rgb)
+
+    def show(self, rgb: np.ndarray, depth=None) -> np.ndarray:
+        """The last generated chunk's decoded frames (f, H, W, 3) as the world shows them:
+        with sample.composite = "cache" the pixels the 3D cache covers are its render into
+        the chunk's cameras (COMPOSITE_SPLAT), the world's elsewhere; then fused into the 3D
+        cache (`observe`, the engine's depth for the oracle cache). A stream without a 3D
+        cache returns them as they are."""
+        if self.points is None:
+            return rgb
+        if self.sample.composite == "cache":
+            c2w = self.bank.poses([len(self.bank) - 1])[0]
+            if len(rgb) != len(c2w):
+                raise ValueError(f"show takes the last chunk's {len(c2w)} frames, got "
+                                 f"{len(rgb)}")
+            h, w = rgb.shape[1:3]
+            painted = []
+            for frame, pose in zip(rgb, c2w):
+                im, _, mask = self.points.render(pose, self.K, h, w, splat=COMPOSITE_SPLAT)
+                painted.append(np.where(mask[..., None], im, frame))
+            rgb = np.stack(painted)
+        self.observe(rgb, depth)
+        return rgb
 
     # ---- the memory of one chunk -----------------------------------------------------------
 

@@ -480,8 +480,8 @@ class WorldSession:
             x0 = s.stream.step(noise.to(world.device), cond, self.steps, s.rng)
             _sync(world.device)
             t2 = time.perf_counter()
-            frames = world.decode(x0)  # (f, h, w, 3)
-            s.stream.observe(frames)  # into the 3D cache, if the world keeps one
+            # (f, h, w, 3) into the 3D cache (and painted with it), if the world keeps one
+            frames = s.stream.show(world.decode(x0))
         except BaseException:
             s.rng.set_state(before[0])
             s.stream.restore(before[1])

@@ -27,7 +27,7 @@ import argparse
 import ast
 from typing import Any
 
-from ..config import DECODERS, PRESETS, WORLD_RECIPES, make_config, recipe_config
+from ..config import COMPOSITES, DECODERS, PRESETS, WORLD_RECIPES, make_config, recipe_config
 from . import hardware, recipes
 from .checkpoints import latest_checkpoint, load_transformer
 from ..episodes import EpisodeStore
@@ -224,7 +224,9 @@ def _cli_package(args) -> int:
     out = recipes.package(args.autoencoder, args.world, args.out, args.weights,
                           half=not args.full, fast_decoder=args.fast_decoder,
                           depth_head=args.depth_head,
-                          sample=None if args.decoder is None else {"decoder": args.decoder})
+                          sample={k: v for k, v in (("decoder", args.decoder),
+                                                    ("composite", args.composite))
+                                  if v is not None} or None)
     size = sum(f.stat().st_size for f in out.rglob("*") if f.is_file())
     print(f"packaged {out} ({size / 2**20:.1f} MiB)")
     return 0
@@ -495,6 +497,10 @@ def configure_cli(parser) -> None:
     p.add_argument("--depth-head", default=None, metavar="DIR",
                    help="a depth head for a world with memory.cache3d='own' (train "
                         "depth-head's out/model), e.g. runs/memory/depth_head/model")
+    p.add_argument("--composite", choices=COMPOSITES, default=None,
+                   help="the packaged world's sample.composite (default: the run's "
+                        "config's): 'cache' paints the 3D cache's render into the frames "
+                        "where it covers them")
     p.set_defaults(func=_cli_package)
     fd = sub.add_parser("decoder", help="distil a world's decoder into a small fast one",
                         description="a FastDecoder trained on a world's cached latents "
