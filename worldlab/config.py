@@ -170,7 +170,8 @@ class SampleConfig:
     # trained with train.context_noise are sampled with a small one
     context_noise: float = 0.0
     # "cache": the pixels the 3D cache covers (memory.cache3d) are its render into the
-    # chunk's cameras, the world draws the rest; "off": the world draws every pixel
+    # chunk's cameras (`memory.stream.Stream.show`), the world draws the rest; "off": the
+    # world draws every pixel
     composite: str = "off"
 
 

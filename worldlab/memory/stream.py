@@ -41,9 +41,7 @@ from .retrieval import ChunkBank, memory_slots
 
 CACHE_VOXEL_M = 0.05  # point-cache cell: about a pixel at 3 m in a 64-pixel frame
 CACHE_SPLAT = 2  # pixels per rendered point: fills the gaps between sparse points
-# pixels per point of the render painted into the frames (sample.composite): one, so only
-# pixels a point lands on are painted, the world's own elsewhere
-COMPOSITE_SPLAT = 1
+
 # a context chunk waiting for its K/V (`KVCache.pending`) is saved as these inputs, so a
 # resumed stream runs it in the same pass as the live one would: the same numbers
 PENDING_INPUTS = ("x", "t", "actions", "c2w", "text")
@@ -184,9 +182,9 @@ class Stream:
     def show(self, rgb: np.ndarray, depth=None) -> np.ndarray:
         """The last generated chunk's decoded frames (f, H, W, 3) as the world shows them:
         with sample.composite = "cache" the pixels the 3D cache covers are its render into
-        the chunk's cameras (COMPOSITE_SPLAT), the world's elsewhere; then fused into the 3D
-        cache (`observe`, the engine's depth for the oracle cache). A stream without a 3D
-        cache returns them as they are."""
+        the chunk's cameras (`_paint`), the world's elsewhere; then fused into the 3D cache
+        (`observe`, the engine's depth for the oracle cache). A stream without a 3D cache
+        returns them as they are."""
         if self.points is None:
             return rgb
         if self.sample.composite == "cache":
@@ -194,14 +192,21 @@ class Stream:
             if len(rgb) != len(c2w):
                 raise ValueError(f"show takes the last chunk's {len(c2w)} frames, got "
                                  f"{len(rgb)}")
-            h, w = rgb.shape[1:3]
-            painted = []
-            for frame, pose in zip(rgb, c2w):
-                im, _, mask = self.points.render(pose, self.K, h, w, splat=COMPOSITE_SPLAT)
-                painted.append(np.where(mask[..., None], im, frame))
-            rgb = np.stack(painted)
+            rgb = np.stack([self._paint(frame, pose) for frame, pose in zip(rgb, c2w)])
         self.observe(rgb, depth)
         return rgb
+
+    def _paint(self, frame: np.ndarray, pose: np.ndarray) -> np.ndarray:
+        """One frame (H, W, 3) painted with the cache's render into camera `pose`: every
+        pixel a point lands on, and the holes between them (a pixel three of whose four
+        neighbours are painted) from the two-pixel render; the world's pixels elsewhere."""
+        h, w = frame.shape[:2]
+        one, _, landed = self.points.render(pose, self.K, h, w, splat=1)
+        two, _, near = self.points.render(pose, self.K, h, w, splat=CACHE_SPLAT)
+        p = np.pad(landed, 1)
+        around = (p[:-2, 1:-1].astype(np.int8) + p[2:, 1:-1] + p[1:-1, :-2] + p[1:-1, 2:])
+        hole = ~landed & near & (around >= 3)
+        return np.where(landed[..., None], one, np.where(hole[..., None], two, frame))
 
     # ---- the memory of one chunk -----------------------------------------------------------
 
