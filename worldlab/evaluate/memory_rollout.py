@@ -71,7 +71,7 @@ def engine_depth(episode, start: int, f: int):
 def _cost_stream(world: World, episode, steps: int | None):
     """A stream of `world` driven by the episode's controls played back and forth (so a long
     stream keeps revisiting), started on its first chunk: a function chunk(k) that streams
-    chunk k (memory + sampling + append + decode + observe) and returns (ms, memory tokens
+    chunk k (memory + sampling + append + decode + show) and returns (ms, memory tokens
     read)."""
     f, steps = world.chunk_frames, steps or world.config.sample.steps
     n = len(episode) // f

@@ -152,7 +152,7 @@ class Stream:
     @torch.no_grad()
     def step(self, noise: torch.Tensor, cond: dict, steps: int | None = None,
              generator=None) -> torch.Tensor:
-        """Generate the next chunk and append it (`generate`, then `append`). `observe` must
+        """Generate the next chunk and append it (`generate`, then `append`). `show` must
         follow with its decoded frames when the world has a 3D cache."""
         x = self.generate(noise, cond, steps)
         self.append(x, cond, generator)
