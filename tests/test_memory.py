@@ -292,6 +292,8 @@ def test_composite_paints_what_the_cache_holds_and_the_world_draws_the_rest(
         g = torch.Generator().manual_seed(0)
         x = stream.step(torch.randn((1, f, 4, 4, 4), generator=g), cond, 1, g)
         drawn = w.decode(x)
+        if composite == "cache":  # generate's renders, kept for the paint, change nothing
+            alone = [stream._paint(frame, pose) for frame, pose in zip(drawn, ep.c2w[:f])]
         shown[composite] = (drawn, stream.show(drawn, ep.depth[:f]))
     drawn, same = shown["off"]
     assert same is drawn or np.array_equal(same, drawn)
@@ -302,6 +304,7 @@ def test_composite_paints_what_the_cache_holds_and_the_world_draws_the_rest(
     assert truth_err[changed].mean() < 0.5 * np.abs(drawn.astype(int) - ep.rgb[:f].astype(
         int)).mean(-1)[changed].mean()  # closer to the engine's frames where painted
     assert np.array_equal(painted[~changed], drawn[~changed])
+    assert np.array_equal(np.stack(alone), painted)
 
 
 def test_stream_reads_the_memory_training_selects(tmp_path, world_dir, store):

@@ -49,18 +49,22 @@ POINT_ARRAYS = ("points", "colors", "keys", "seen")  # a PointCache.snapshot's a
 
 
 def cache_latent(autoencoder, points: PointCache, c2w: np.ndarray, K: np.ndarray, size: int,
-                 device) -> torch.Tensor:
+                 device, renders: list | None = None) -> torch.Tensor:
     """The point cache rendered into cameras c2w (f, 4, 4), encoded: (1, f, c + 1, h, w),
-    the latent of the render and the share of each latent cell the render covers."""
-    rgb, cover = [], []
-    for pose in c2w:
-        im, _, mask = points.render(pose, K, size, size, splat=CACHE_SPLAT)
-        rgb.append(im)
-        cover.append(mask)
+    the latent of the render and the share of each latent cell the render covers.
+    `renders`, when given, are those renders already made (`render_chunk`)."""
+    renders = renders or render_chunk(points, c2w, K, size)
+    rgb, cover = [r[0] for r in renders], [r[2] for r in renders]
     lat = autoencoder.encode(frames_to_tensor(np.stack(rgb))[None].to(device))  # (1, f, c, h, w)
     mask = torch.as_tensor(np.stack(cover), dtype=lat.dtype, device=device)[:, None]
     cov = F.adaptive_avg_pool2d(mask, lat.shape[-2:])[None]  # (1, f, 1, h, w)
     return torch.cat([lat * (cov > 0), cov], dim=2)
+
+
+def render_chunk(points: PointCache, c2w: np.ndarray, K: np.ndarray, size: int) -> list:
+    """[(rgb, depth, mask)] of the point cache in each camera of c2w (f, 4, 4), CACHE_SPLAT
+    pixels a point: what the model reads (`cache_latent`) and what fills painted holes."""
+    return [points.render(pose, K, size, size, splat=CACHE_SPLAT) for pose in c2w]
 
 
 NO_MEMORY = MemoryConfig()  # every memory off: the plain KV stream
@@ -100,6 +104,7 @@ class Stream:
         self.last_memory: list[int] = []
         self.last_tokens = 0
         self._frames = 0  # frames observed (for the cache stride)
+        self._renders = None  # (frames observed, c2w, render_chunk) of the last generate
 
     @property
     def device(self):
@@ -135,8 +140,11 @@ class Stream:
             if self.slots:
                 extra["memory"] = self._memory(c2w, (size, size))
             if self.points is not None:
+                renders = render_chunk(self.points, c2w, self.K, size)
+                # the cache does not change before `show` paints this chunk: kept for it
+                self._renders = (self._frames, c2w, renders)
                 extra["cache_latent"] = cache_latent(self.ae, self.points, c2w, self.K, size,
-                                                     self.device)
+                                                     self.device, renders)
         s = self.sample
         return sample_chunk(self.model, self.cache, noise, steps or s.steps, s.solver,
                             s.guidance, **cond, **extra)
@@ -192,17 +200,21 @@ class Stream:
             if len(rgb) != len(c2w):
                 raise ValueError(f"show takes the last chunk's {len(c2w)} frames, got "
                                  f"{len(rgb)}")
-            rgb = np.stack([self._paint(frame, pose) for frame, pose in zip(rgb, c2w)])
+            kept = self._renders
+            fresh = kept is not None and kept[0] == self._frames and np.array_equal(kept[1], c2w)
+            rgb = np.stack([self._paint(frame, pose, kept[2][k] if fresh else None)
+                            for k, (frame, pose) in enumerate(zip(rgb, c2w))])
         self.observe(rgb, depth)
         return rgb
 
-    def _paint(self, frame: np.ndarray, pose: np.ndarray) -> np.ndarray:
+    def _paint(self, frame: np.ndarray, pose: np.ndarray, render=None) -> np.ndarray:
         """One frame (H, W, 3) painted with the cache's render into camera `pose`: every
         pixel a point lands on, and the holes between them (a pixel three of whose four
-        neighbours are painted) from the two-pixel render; the world's pixels elsewhere."""
+        neighbours are painted) from the CACHE_SPLAT render (`render`, when `generate` made
+        it already); the world's pixels elsewhere."""
         h, w = frame.shape[:2]
         one, _, landed = self.points.render(pose, self.K, h, w, splat=1)
-        two, _, near = self.points.render(pose, self.K, h, w, splat=CACHE_SPLAT)
+        two, _, near = render or self.points.render(pose, self.K, h, w, splat=CACHE_SPLAT)
         p = np.pad(landed, 1)
         around = (p[:-2, 1:-1].astype(np.int8) + p[2:, 1:-1] + p[1:-1, :-2] + p[1:-1, 2:])
         hole = ~landed & near & (around >= 3)
@@ -234,6 +246,7 @@ class Stream:
 
     def restore(self, snapshot: tuple) -> None:
         cache, n, self._frames, self.last_memory, self.last_tokens, points = snapshot
+        self._renders = None
         self.cache.restore(cache)
         if n is not None:
             self.bank.truncate(n)
