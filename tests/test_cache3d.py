@@ -109,6 +109,11 @@ def test_round_trip_render_reproduces_the_fused_frame():
     # wider splats cover more without changing the pixels a point falls in
     _, _, mask3 = cache.render(POSE, K, H, W, splat=3)
     assert mask3.sum() >= mask.sum()
+    # several footprints from one projection: the same renders as one at a time
+    many = cache.render_splats(POSE, K, H, W, (1, 3))
+    for splat, render in many.items():
+        for got, want in zip(render, cache.render(POSE, K, H, W, splat=splat)):
+            np.testing.assert_array_equal(got, want)
 
 
 def _zbuffer_by_hand(points, colors, c2w, K, h, w, splat):
@@ -196,6 +201,7 @@ def test_fuse_equals_the_plain_concatenate_and_unique(max_points):
 def test_empty_cache_renders_nothing():
     rgb, depth, mask = PointCache().render(POSE, K, 8, 6)
     assert rgb.shape == (8, 6, 3) and np.isinf(depth).all() and not mask.any()
+    assert not PointCache().render_splats(POSE, K, 8, 6, (1, 2))[2][2].any()
     assert splat_points(np.zeros((0, 3)), np.zeros((0, 3), np.uint8), POSE, K, 4, 4)[2].sum() == 0
 
 

@@ -80,11 +80,20 @@ def splat_points(points: np.ndarray, colors: np.ndarray, c2w: np.ndarray, K: np.
     """
     _check_size(h, w)
     splat = _check_splat(splat)
-    rgb = np.zeros((h, w, 3), np.uint8)
-    depth = np.full((h, w), np.inf, np.float32)
     if len(points) == 0:
-        return rgb, depth, np.zeros((h, w), bool)
-    uv, z = camera.project(points, K, c2w)  # (n, 2), (n,)
+        return _empty(h, w)
+    return _splat_projected(*camera.project(points, K, c2w), colors, h, w, splat)
+
+
+def _empty(h: int, w: int):
+    return (np.zeros((h, w, 3), np.uint8), np.full((h, w), np.inf, np.float32),
+            np.zeros((h, w), bool))
+
+
+def _splat_projected(uv: np.ndarray, z: np.ndarray, colors: np.ndarray, h: int, w: int,
+                     splat: int):
+    """`splat_points` from the points' pixels uv (n, 2) and depths z (n,) in the camera."""
+    rgb, depth, _ = _empty(h, w)
     # the s x s block of pixels whose centres are nearest starts at floor(u - (s - 1) / 2);
     # keep the points in front whose block has a pixel in the image
     start = np.floor(uv - (splat - 1) / 2)
@@ -327,3 +336,13 @@ class PointCache:
         """Splat the cache into a camera: rgb (h, w, 3) uint8, depth (h, w) float32, mask."""
         return splat_points(self.points, self.colors, camera.check_c2w(c2w),
                             camera.check_K(K), h, w, splat)
+
+    def render_splats(self, c2w, K, h: int, w: int, splats: tuple[int, ...]) -> dict:
+        """{splat: render} for each footprint of `splats`, the points projected once: the
+        same renders as `render` at each."""
+        _check_size(h, w)
+        splats = tuple(_check_splat(s) for s in splats)
+        if len(self.points) == 0:
+            return {s: _empty(h, w) for s in splats}
+        uv, z = camera.project(self.points, camera.check_K(K), camera.check_c2w(c2w))
+        return {s: _splat_projected(uv, z, self.colors, h, w, s) for s in splats}

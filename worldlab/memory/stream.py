@@ -53,7 +53,7 @@ def cache_latent(autoencoder, points: PointCache, c2w: np.ndarray, K: np.ndarray
     """The point cache rendered into cameras c2w (f, 4, 4), encoded: (1, f, c + 1, h, w),
     the latent of the render and the share of each latent cell the render covers.
     `renders`, when given, are those renders already made (`render_chunk`)."""
-    renders = renders or render_chunk(points, c2w, K, size)
+    renders = [r[CACHE_SPLAT] for r in renders or render_chunk(points, c2w, K, size)]
     rgb, cover = [r[0] for r in renders], [r[2] for r in renders]
     lat = autoencoder.encode(frames_to_tensor(np.stack(rgb))[None].to(device))  # (1, f, c, h, w)
     mask = torch.as_tensor(np.stack(cover), dtype=lat.dtype, device=device)[:, None]
@@ -61,10 +61,12 @@ def cache_latent(autoencoder, points: PointCache, c2w: np.ndarray, K: np.ndarray
     return torch.cat([lat * (cov > 0), cov], dim=2)
 
 
-def render_chunk(points: PointCache, c2w: np.ndarray, K: np.ndarray, size: int) -> list:
-    """[(rgb, depth, mask)] of the point cache in each camera of c2w (f, 4, 4), CACHE_SPLAT
-    pixels a point: what the model reads (`cache_latent`) and what fills painted holes."""
-    return [points.render(pose, K, size, size, splat=CACHE_SPLAT) for pose in c2w]
+def render_chunk(points: PointCache, c2w: np.ndarray, K: np.ndarray, size: int,
+                 splats: tuple[int, ...] = (CACHE_SPLAT,)) -> list[dict]:
+    """[{splat: (rgb, depth, mask)}] of the point cache in each camera of c2w (f, 4, 4), the
+    points projected once per camera: CACHE_SPLAT pixels a point is what the model reads
+    (`cache_latent`) and fills painted holes; one pixel a point is what is painted."""
+    return [points.render_splats(pose, K, size, size, splats) for pose in c2w]
 
 
 NO_MEMORY = MemoryConfig()  # every memory off: the plain KV stream
@@ -140,7 +142,9 @@ class Stream:
             if self.slots:
                 extra["memory"] = self._memory(c2w, (size, size))
             if self.points is not None:
-                renders = render_chunk(self.points, c2w, self.K, size)
+                paint = (1, CACHE_SPLAT) if self.sample.composite == "cache" else ()
+                renders = render_chunk(self.points, c2w, self.K, size,
+                                       tuple(dict.fromkeys((CACHE_SPLAT, *paint))))
                 # the cache does not change before `show` paints this chunk: kept for it
                 self._renders = (self._frames, c2w, renders)
                 extra["cache_latent"] = cache_latent(self.ae, self.points, c2w, self.K, size,
@@ -207,14 +211,14 @@ class Stream:
         self.observe(rgb, depth)
         return rgb
 
-    def _paint(self, frame: np.ndarray, pose: np.ndarray, render=None) -> np.ndarray:
+    def _paint(self, frame: np.ndarray, pose: np.ndarray, renders=None) -> np.ndarray:
         """One frame (H, W, 3) painted with the cache's render into camera `pose`: every
         pixel a point lands on, and the holes between them (a pixel three of whose four
-        neighbours are painted) from the CACHE_SPLAT render (`render`, when `generate` made
-        it already); the world's pixels elsewhere."""
+        neighbours are painted) from the CACHE_SPLAT render; the world's pixels elsewhere.
+        `renders` ({splat: render}) when `generate` made them already."""
         h, w = frame.shape[:2]
-        one, _, landed = self.points.render(pose, self.K, h, w, splat=1)
-        two, _, near = render or self.points.render(pose, self.K, h, w, splat=CACHE_SPLAT)
+        renders = renders or self.points.render_splats(pose, self.K, h, w, (1, CACHE_SPLAT))
+        (one, _, landed), (two, _, near) = renders[1], renders[CACHE_SPLAT]
         p = np.pad(landed, 1)
         around = (p[:-2, 1:-1].astype(np.int8) + p[2:, 1:-1] + p[1:-1, :-2] + p[1:-1, 2:])
         hole = ~landed & near & (around >= 3)
