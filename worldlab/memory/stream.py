@@ -41,7 +41,6 @@ from .retrieval import ChunkBank, memory_slots
 
 CACHE_VOXEL_M = 0.05  # point-cache cell: about a pixel at 3 m in a 64-pixel frame
 CACHE_SPLAT = 2  # pixels per rendered point: fills the gaps between sparse points
-
 # a context chunk waiting for its K/V (`KVCache.pending`) is saved as these inputs, so a
 # resumed stream runs it in the same pass as the live one would: the same numbers
 PENDING_INPUTS = ("x", "t", "actions", "c2w", "text")
@@ -142,9 +141,8 @@ class Stream:
             if self.slots:
                 extra["memory"] = self._memory(c2w, (size, size))
             if self.points is not None:
-                paint = (1, CACHE_SPLAT) if self.sample.composite == "cache" else ()
-                renders = render_chunk(self.points, c2w, self.K, size,
-                                       tuple(dict.fromkeys((CACHE_SPLAT, *paint))))
+                splats = (CACHE_SPLAT, 1) if self.sample.composite == "cache" else (CACHE_SPLAT,)
+                renders = render_chunk(self.points, c2w, self.K, size, splats)
                 # the cache does not change before `show` paints this chunk: kept for it
                 self._renders = (self._frames, c2w, renders)
                 extra["cache_latent"] = cache_latent(self.ae, self.points, c2w, self.K, size,
