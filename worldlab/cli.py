@@ -53,12 +53,11 @@ OPTIONS = ("steps", "checkpoint", "preset", "device", "size", "sample_steps", "d
 def _bench(args) -> int:
     import inspect
 
-    import torch
-
     from .atomic import atomic_write_json
+    from .threads import use_threads
     from .train.cli import parse_overrides
 
-    torch.set_num_threads(args.threads)
+    use_threads(args.threads)
     module, name = BENCHMARKS[args.what]
     fn = getattr(importlib.import_module(module), name)
     given = {k: getattr(args, k) for k in OPTIONS if getattr(args, k) not in (None, False)}

@@ -22,7 +22,6 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-import torch
 
 from ..atomic import atomic_write_json
 from ..config import STARTS
@@ -31,6 +30,7 @@ from ..paths import RUNS
 from ..loading import load_module
 from ..model.autoencoder import VideoAutoencoder
 from ..pretrained import DEFAULT_WORLD, load_world, named_world, resolve_checkpoint
+from ..threads import use_threads
 from . import registry
 from .long import long_horizon, pool_methods
 from .protocols import (HELDOUT_SEED, QUICK_STEPS, autoencoder_scores, heldout_episodes,
@@ -237,7 +237,7 @@ def _full(args) -> int:
 
 
 def _cli(args) -> int:
-    torch.set_num_threads(args.threads)
+    use_threads(args.threads)
     if args.autoencoder is not None and args.suite != "autoencoder":
         raise SystemExit("--autoencoder scores an autoencoder alone: use it with "
                          "--suite autoencoder")

@@ -30,7 +30,6 @@ import json
 from pathlib import Path
 
 import numpy as np
-import torch
 
 from ..atomic import atomic_write
 from ..engines import make_engine
@@ -39,6 +38,7 @@ from ..loading import load_module, read_model_config
 from ..model.autoencoder import Resampling, VideoAutoencoder
 from ..paths import ROOT
 from ..pretrained import load_world
+from ..threads import use_threads
 from ..viz import to_png_bytes
 from .protocols import HELDOUT_SEED, autoencoder_scores, heldout_episodes, quick_suite
 from .stats import combine_seeds, seed_groups
@@ -197,7 +197,7 @@ def _world_row(name: str, path: str, world, data: str, parts: set, cache: Path) 
 
 def cli(args) -> int:
     """`table worlds`: the table of --old against --new (or of --autoencoders) to --out."""
-    torch.set_num_threads(args.threads)
+    use_threads(args.threads)
     cache, out = Path(args.cache), Path(args.out)
     if args.autoencoders:
         return compare_autoencoders(args.autoencoders, cache, out, args.ae_strip,

@@ -26,6 +26,7 @@ from ..metrics import colour_distance, psnr, sharpness_ratio, ssim
 from ..model.autoencoder import frames_to_tensor, tensor_to_frames
 from ..paths import ROOT
 from ..pretrained import CAPTIONS_FILE, load_world, package_world
+from ..threads import use_threads
 from .protocols import heldout_episodes
 from .table_io import read_json, relative, write_table
 
@@ -77,7 +78,7 @@ def _parameters(world) -> dict:
 
 def cli(args) -> int:
     """`table fast-decoder`: measure, print the headline, write --out."""
-    torch.set_num_threads(args.threads)
+    use_threads(args.threads)
     metrics = ROOT / Path(args.fast).parent / "metrics.json"  # train decoder's own scores
     train = read_json(metrics, (), "the metrics.json `train decoder` writes beside --fast")
     world = load_world(package(ROOT / args.world, ROOT / args.fast, ROOT / args.packaged),

@@ -21,9 +21,9 @@ import time
 from pathlib import Path
 
 import numpy as np
-import torch
 
 from ..pretrained import load_world
+from ..threads import use_threads
 from .protocols import heldout_episodes, next_chunk
 from .stats import bootstrap, paired, paired_seed_rows
 from .table_io import cache_key, cached, paired_models, relative, seed_row, write_table
@@ -81,7 +81,7 @@ def paired_rows(table: dict) -> dict:
 
 def cli(args) -> int:
     models = paired_models(args)
-    torch.set_num_threads(args.threads)
+    use_threads(args.threads)
     walks = {name: heldout_episodes("doom", args.walks, args.frames, 64, start="random",
                                     maps=maps, seed=args.seed + k * HELDOUT_MAP_OFFSET,
                                     **OPTS)

@@ -17,9 +17,9 @@ The table holds one block, `engines.<--block>`; each world's scores are cached u
 from __future__ import annotations
 
 import numpy as np
-import torch
 
 from ..pretrained import load_world
+from ..threads import use_threads
 from .long import LOOP_GAP, LOOP_OVERLAP, long_horizon
 from .memory_bars import Bar, bar_rows
 from .protocols import heldout_episodes
@@ -146,7 +146,7 @@ def _score(world, walks, drift_free: bool, engine: str) -> dict:
 
 def cli(args) -> int:
     models = paired_models(args)
-    torch.set_num_threads(args.threads)
+    use_threads(args.threads)
     worlds = {n: load_world(p, device="cpu") for n, p in models.items()}
     sizes = {w.size for w in worlds.values()}
     if len(sizes) != 1:

@@ -14,9 +14,9 @@ cached under --cache, so a rerun measures only what is missing.
 from __future__ import annotations
 
 import numpy as np
-import torch
 
 from ..pretrained import load_world
+from ..threads import use_threads
 from .memory_bars import RECALL_BARS, bar_rows, recall_bar_values
 from .recall import (MAX_WINDOW_COVER, recall_strip, recall_walks, reference_recall,
                      world_recall)
@@ -70,7 +70,7 @@ def _strip(worlds: dict, names: list[str], walk, found, out) -> dict:
 
 def cli(args) -> int:
     models = paired_models(args)
-    torch.set_num_threads(args.threads)
+    use_threads(args.threads)
     worlds = {n: load_world(p, device="cpu") for n, p in models.items()}
     f, window = _geometry(worlds)
     maps = tuple(m for m in args.maps.split(",") if m) if args.engine == "doom" else ()

@@ -31,6 +31,7 @@ from ..config import COMPOSITES, DECODERS, PRESETS, WORLD_RECIPES, make_config, 
 from . import hardware, recipes
 from .checkpoints import latest_checkpoint, load_transformer
 from ..episodes import EpisodeStore
+from ..threads import use_threads
 from .depth_head import MAX_TRAIN_FRAMES, load_depth_head
 from .long_horizon import METHODS
 from .memory import REVISIT_OVERLAP, VARIANTS as MEMORY_VARIANTS
@@ -266,11 +267,9 @@ def _cli_depth_head(args) -> int:
 def _cli_probes(args) -> int:
     from tqdm.auto import tqdm
 
-    import torch
-
     from .probes import train_probes
 
-    torch.set_num_threads(args.threads)
+    use_threads(args.threads)
     with tqdm(total=args.walks + args.held_walks, desc="probe walks", unit="walk") as bar:
         run = train_probes(args.engine, args.out, walks=args.walks, held_walks=args.held_walks,
                            frames=args.frames, size=args.size, gap=args.gap, steps=args.steps,

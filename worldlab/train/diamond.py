@@ -32,6 +32,7 @@ from ..episodes import EpisodeStore
 from ..loading import read_json
 from ..model.autoencoder import frames_to_tensor
 from ..model.diamond import DiamondConfig, DiamondUNet, diamond_loss
+from ..threads import use_threads
 from .loop import fit, make_accelerator, steps_for_budget
 from .recipes import seeded
 
@@ -129,7 +130,7 @@ def train_diamond(store, out=None, *, steps: int | None = None, minutes: float |
     from them, with the step count first planned), `out/model`, `out/ema`, train_run.json.
     """
     if threads is not None:
-        torch.set_num_threads(threads)
+        use_threads(threads)
     store = EpisodeStore.open(store)
     ids = sorted(store.index)
     if not ids:
