@@ -8,7 +8,8 @@ import pytest
 import torch
 
 from worldlab.evaluate.recall import (MAX_WINDOW_COVER, recall_frames, recall_strip,
-                                      recall_walks, reference_recall, world_recall)
+                                      recall_walks, reference_recall, timed_worlds,
+                                      world_recall)
 from worldlab.evaluate.revisit import MIN_GAP, MIN_OVERLAP, coverage
 from worldlab.pretrained import World
 
@@ -54,6 +55,15 @@ def test_a_world_that_answers_with_the_truth_scores_the_autoencoder(walks):
     assert scored["recall_psnr"] == pytest.approx(np.mean(scored["recall_psnr_per_walk"]))
     assert sorted(refs) == ["autoencoder", "copy", "oracle", "repeat_last", "warp_last"]
     assert all(len(v) == 2 and np.isfinite(v).all() for v in refs.values())
+
+
+def test_worlds_are_timed_in_turns_on_the_same_walks(walks):
+    episodes, pairs, _ = walks
+    cfg, ae, latents = tiny_autoencoder(episodes, 64)
+    worlds = {kind: World(ae, OracleModel(latents, F, kind), cfg, torch.device("cpu"))
+              for kind in ("truth", "repeat")}
+    timed = timed_worlds(worlds, episodes, pairs)
+    assert list(timed) == ["truth", "repeat"] and all(ms > 0 for ms in timed.values())
 
 
 def test_the_strip_shows_engine_worlds_and_oracle_at_the_widest_returns(walks):

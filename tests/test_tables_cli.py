@@ -236,8 +236,8 @@ def test_geometry_table_pairs_each_seed_with_the_reference_of_that_seed(tmp_path
 
 def test_worlds_scored_one_job_each_make_the_same_recall_table(tmp_path):
     """`table recall --score-only` per world (how a spec spreads scoring over jobs), then the
-    table itself, which measures nothing again: the cache holds every world and the
-    references."""
+    table itself, which scores nothing again (the cache holds every world and the
+    references) and times the variants in turns on the same walks, into the cache too."""
     world = str(DATA / "checkpoints" / "proc64")
     common = ["--reference", "none", "--engine", "procedural", "--walls", "segment",
               "--walks", "1", "--frames", "96", "--seed", "1250000", "--threads", "1",
@@ -250,12 +250,16 @@ def test_worlds_scored_one_job_each_make_the_same_recall_table(tmp_path):
     assert main(["table", "recall", "--model", f"none={world}", "--model",
                  f"retrieval={world}", *common, "--strip", "--out", str(tmp_path / "t.json")
                  ]) == 0
-    assert sorted(p.name for p in (tmp_path / "cache").iterdir()) == cached
+    timing = sorted(set(p.name for p in (tmp_path / "cache").iterdir()) - set(cached))
+    assert len(timing) == 1 and timing[0].startswith("timing-")
+    timed = json.loads((tmp_path / "cache" / timing[0]).read_text())
     table = json.loads((tmp_path / "t.json").read_text())["engines"]["doom_heldout_map"]
     alone = json.loads((tmp_path / "retrieval.json").read_text())
     assert alone["scored_only"] and table["variants"]["retrieval"]["recall_psnr"] == \
         alone["scores"]["retrieval"]["recall_psnr"]
     assert table["variants"]["retrieval"]["paired_vs_none"]["mean"] == 0.0  # the same world
+    assert table["timed_walks"] == 1 and sorted(timed) == ["none", "retrieval"]
+    assert all(table["variants"][n]["ms_per_chunk"] == timed[n] > 0 for n in timed)
     assert table["best"]["name"] == "retrieval" and table["strip"]["columns"] == [
         "engine", "none", "retrieval", "oracle"]
     assert (tmp_path / table["strip"]["file"]).is_file() and table["strip"]["file"] == \

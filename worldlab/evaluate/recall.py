@@ -112,6 +112,23 @@ def world_recall(world: World, walks, pairs, steps: int | None = None, seed: int
             "sampling_steps": steps or world.config.sample.steps}
 
 
+def timed_worlds(worlds: dict[str, World], walks, pairs, seed: int = 0) -> dict[str, float]:
+    """{name: median ms per generated chunk} of each world making the return chunks of
+    `walks` as `world_recall` does, the worlds taking turns walk by walk (their order
+    rotating each walk), so that whatever else the machine runs weighs on every world
+    alike: a fair ratio, where each world's own scoring job, timed beside whichever jobs
+    share its cores, is not."""
+    names, ms = list(worlds), {n: [] for n in worlds}
+    for k, (ep, found) in enumerate(zip(walks, pairs)):
+        for n in names[k % len(names):] + names[:k % len(names)]:
+            f = worlds[n].chunk_frames
+            start = found[0][0] // f * f
+            t0 = time.perf_counter()
+            gen = generate(worlds[n], ep, 0, start, len(ep) // f * f, seed=seed)
+            ms[n].append(1e3 * (time.perf_counter() - t0) / (len(gen) // f))
+    return {n: float(np.median(v)) for n, v in ms.items()}
+
+
 def recall_strip(worlds: dict[str, World], walk, found, rows: int = 3, seed: int = 0
                  ) -> tuple[np.ndarray, list[tuple[int, int]]]:
     """The moment of return on one recall walk, as `world_recall` generates it: one row per

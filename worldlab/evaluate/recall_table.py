@@ -19,7 +19,7 @@ from ..pretrained import load_world
 from ..threads import use_threads
 from .memory_bars import RECALL_BARS, bar_rows, recall_bar_values
 from .recall import (MAX_WINDOW_COVER, recall_strip, recall_walks, reference_recall,
-                     world_recall)
+                     timed_worlds, world_recall)
 from .revisit import MIN_GAP, MIN_OVERLAP
 from .report import print_table
 from .stats import bootstrap, paired_seed_rows, seed_groups
@@ -40,9 +40,12 @@ def _geometry(worlds: dict) -> tuple[int, int]:
     return next(iter(shapes.values()))
 
 
-def block(scores: dict, references: dict, reference: str, walks: dict) -> dict:
+def block(scores: dict, references: dict, reference: str, walks: dict,
+          timing: dict | None = None) -> dict:
     """The table's block of one engine: variants pooled over seeds and paired with
-    `reference`, the references with intervals, the walks' description."""
+    `reference`, the references with intervals, the walks' description. `timing` ({variant:
+    ms per chunk}, `recall.timed_worlds`) gives each variant's `ms_per_chunk`; without it,
+    the median of its seeds' scoring jobs."""
     rows = paired_seed_rows({n: s["recall_psnr_per_walk"] for n, s in scores.items()},
                             reference)
     variants = {}
@@ -51,12 +54,22 @@ def block(scores: dict, references: dict, reference: str, walks: dict) -> dict:
         variants[base] = {
             **seed_row(row, "recall_psnr"),
             "memory_tokens_per_frame": scores[names[0]]["memory_tokens_per_frame"],
-            "ms_per_chunk": float(np.median([scores[n]["ms_per_chunk"] for n in names])),
+            "ms_per_chunk": timing[base] if timing else
+            float(np.median([scores[n]["ms_per_chunk"] for n in names])),
             "sampling_steps": scores[names[0]]["sampling_steps"]}
     return {**walks, "seeds": max(len(g) for g in seed_groups(scores).values()),
             "variants": variants,
             "references": {k: seed_row(bootstrap(v), "recall_psnr")
                            for k, v in references.items()}}
+
+
+def _timing(worlds: dict, models: dict, walks, pairs, path: str) -> dict[str, float]:
+    """{variant: ms per chunk} of each variant's first seed, timed in turns on the first
+    walks (`recall.timed_worlds`), cached at `path`."""
+    firsts = {base: names[0] for base, names in seed_groups(models).items()}
+    timed = cached(path, lambda: timed_worlds({n: worlds[n] for n in firsts.values()},
+                                              walks, pairs))
+    return {base: timed[n] for base, n in firsts.items()}
 
 
 def _strip(worlds: dict, names: list[str], walk, found, out) -> dict:
@@ -95,19 +108,23 @@ def cli(args) -> int:
     name = next(iter(seed_groups(models)[args.reference]))
     references = cached(f"{cache}/references-{cache_key(models[name], *key)}.json",
                         lambda: reference_recall(worlds[name], walks, pairs))
+    timing = _timing(worlds, models, walks[:args.time_walks], pairs[:args.time_walks],
+                     f"{cache}/timing-{cache_key(*models.values(), *key, args.time_walks)}.json")
     described = {"walks": len(walks), "recall_frames": sum(map(len, pairs)),
                  "walk_seeds_tried": info["seeds_tried"],
                  "walks_without_recall_frames": len(info["left_out"]),
                  "engine": args.engine, "maps": list(maps), "engine_options": opts,
                  "frames_per_walk": args.frames,
                  "first_seed": args.seed, "window_frames": window, "min_gap": MIN_GAP,
-                 "min_overlap": MIN_OVERLAP, "max_window_cover": MAX_WINDOW_COVER}
+                 "min_overlap": MIN_OVERLAP, "max_window_cover": MAX_WINDOW_COVER,
+                 "timed_walks": min(args.time_walks, len(walks))}
     table = {"what": "the recall protocol: outbound chunks teacher forced, return chunks "
                      "generated; scored on return frames an outbound frame far back covers "
                      "by half and the window's frames by less than a fifth",
              "reference": args.reference, "budget": args.budget, "threads": args.threads,
              "models": {n: relative(p) for n, p in models.items()},
-             "engines": {args.block: block(scores, references, args.reference, described)}}
+             "engines": {args.block: block(scores, references, args.reference, described,
+                                           timing)}}
     b = table["engines"][args.block]
     b["best"] = best_row(b, args.reference, args.best_from, args.block, "variants",
                          "recall_psnr")

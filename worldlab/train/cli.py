@@ -252,8 +252,13 @@ def _cli_decoder(args) -> int:
 def _cli_depth_head(args) -> int:
     from .depth_head import train_depth_head
 
+    from ..model.depth_head import DepthHead
+    from .recipes import seeded
+
+    head = None if args.channels is None else seeded(
+        lambda: DepthHead(block_out_channels=args.channels), args.seed)
     with Progress("depth head") as progress:
-        run = train_depth_head(args.data, args.out, steps=args.steps,
+        run = train_depth_head(args.data, args.out, steps=args.steps, head=head,
                                batch_size=args.batch_size, lr=args.lr, seed=args.seed,
                                device=args.device, max_frames=args.max_frames,
                                resume=args.resume, **progress.hooks)
@@ -353,6 +358,18 @@ def _share(text: str) -> float:
         value = float("nan")
     if not 0.0 <= value <= 1.0:
         raise argparse.ArgumentTypeError(f"expected a share in [0, 1], got {text!r}")
+    return value
+
+
+def _channels(text: str) -> tuple[int, ...]:
+    """An argparse type: positive channel counts, comma separated (at least two levels)."""
+    try:
+        value = tuple(int(c) for c in text.split(","))
+    except ValueError:
+        value = ()
+    if len(value) < 2 or min(value) < 1:
+        raise argparse.ArgumentTypeError(f"expected two or more positive channel counts "
+                                         f"such as 16,32,64, got {text!r}")
     return value
 
 
@@ -584,6 +601,8 @@ def _add_depth_head(sub) -> None:
     dh.add_argument("--batch-size", type=int, default=64)
     dh.add_argument("--lr", type=float, default=1e-3)
     dh.add_argument("--seed", type=int, default=0, help="weights, data order, subsample")
+    dh.add_argument("--channels", type=_channels, default=None, metavar="C0,C1,...",
+                    help="the U-Net's channels per level (default DepthHead's 16,32,64)")
     dh.add_argument("--max-frames", type=int, default=MAX_TRAIN_FRAMES,
                     help="training frames held in memory (whole episodes, subsampled)")
     dh.add_argument("--resume", action="store_true", help="continue from --out's checkpoint")
