@@ -293,7 +293,7 @@ def test_composite_paints_what_the_cache_holds_and_the_world_draws_the_rest(
         x = stream.step(torch.randn((1, f, 4, 4, 4), generator=g), cond, 1, g)
         drawn = w.decode(x)
         if composite == "cache":  # generate's renders, kept for the paint, change nothing
-            alone = [stream._paint(frame, pose) for frame, pose in zip(drawn, ep.c2w[:f])]
+            alone = [stream._paint(frame, pose)[0] for frame, pose in zip(drawn, ep.c2w[:f])]
         shown[composite] = (drawn, stream.show(drawn, ep.depth[:f]))
     drawn, same = shown["off"]
     assert same is drawn or np.array_equal(same, drawn)
@@ -305,6 +305,40 @@ def test_composite_paints_what_the_cache_holds_and_the_world_draws_the_rest(
         int)).mean(-1)[changed].mean()  # closer to the engine's frames where painted
     assert np.array_equal(painted[~changed], drawn[~changed])
     assert np.array_equal(np.stack(alone), painted)
+
+
+def test_the_own_cache_fuses_a_painted_pixel_where_the_cache_rendered_it(
+        tmp_path, world_dir, store):
+    """With composite, the own cache keeps what it holds where it first put it: a painted
+    pixel is fused at the depth the cache rendered it at, the depth head's guess only where
+    the world drew (the same cache as fusing those depths by hand)."""
+    from worldlab.memory.cache3d import PointCache
+
+    world = memory_world(tmp_path, world_dir, store, "cache3d_own")
+    world = dataclasses.replace(world, config=dataclasses.replace(world.config, sample=(
+        dataclasses.replace(world.config.sample, composite="cache"))))
+    ep = store.read(store.ids()[0])
+    f, stream = world.chunk_frames, world_stream(world, ep.K[0])
+    cond = chunk_conditions(0, f, *episode_conditions(world, ep, 0, f))
+    stream.append_truth(world.encode(ep.rgb[:f]), cond, ep.rgb[:f])
+    g = torch.Generator().manual_seed(0)
+    drawn = world.decode(stream.step(torch.randn((1, f, 4, 4, 4), generator=g), cond, 1, g))
+    before, frames = PointCache(stream.points.voxel, stream.points.max_points), stream._frames
+    before.restore(stream.points.snapshot())
+    paint = [stream._paint(frame, pose) for frame, pose in zip(drawn, ep.c2w[:f])]
+    shown = stream.show(drawn)
+    assert np.array_equal(shown, np.stack([frame for frame, _ in paint]))
+    known = np.stack([depth for _, depth in paint])  # (f, h, w), inf where the world drew
+    painted, guess = np.isfinite(known), world.depth_head.predict(shown)
+    assert painted.mean() > 0.3 and np.abs(guess - known)[painted].mean() > 0.1
+    c2w = stream.bank.poses([len(stream.bank) - 1])[0]  # the cameras the stream placed it at
+    for i in range(f):
+        if (frames + i) % world.config.memory.cache_stride == 0:
+            before.fuse(shown[i], np.where(painted[i], known[i], guess[i]), c2w[i], ep.K[0])
+    (points, colors, keys, seen, _), by_hand = stream.points.snapshot(), before.snapshot()
+    np.testing.assert_allclose(points, by_hand[0], atol=1e-5)  # the head's last bits vary
+    for mine, theirs in zip((colors, keys, seen), by_hand[1:4]):
+        np.testing.assert_array_equal(mine, theirs)
 
 
 def test_stream_reads_the_memory_training_selects(tmp_path, world_dir, store):

@@ -19,7 +19,8 @@ A true chunk goes in with `append_truth`; a made one with `generate` then `appen
 oracle cache only): they are fused into the 3D cache (`observe`) and, with
 `sample.composite = "cache"`, first painted with its render where it covers them, so the
 world draws only what the cache does not hold (a place seen before comes back as it was
-seen). `snapshot`/`restore` take back chunks (a failed
+seen); the own cache fuses a painted pixel at the depth it was rendered at, so what it
+holds stays where it was first put. `snapshot`/`restore` take back chunks (a failed
 chunk in play); `to_tensors`/`load_tensors` save and load the whole stream bit for bit.
 
 Shape legend: f frames per chunk, c latent channels, h w latent size, H W frame size,
@@ -168,14 +169,19 @@ class Stream:
         self.append(x, cond, generator)
         return x
 
-    def observe(self, rgb: np.ndarray, depth=None) -> None:
+    def observe(self, rgb: np.ndarray, depth=None, known=None) -> None:
         """The decoded frames (f, H, W, 3) of the last chunk (and the engine's depth (f, H,
-        W), read by the oracle cache only): fused into the 3D cache."""
+        W), read by the oracle cache only): fused into the 3D cache. `known` (f, H, W),
+        finite where the depth of a pixel is already known (the cache's render at a pixel
+        `show` painted), gives the own cache that depth there, the depth head's elsewhere:
+        a surface the cache holds is fused where it already lies, not moved by a new guess."""
         if self.points is None:
             return
         c2w = self.bank.poses([len(self.bank) - 1])[0]
         if self.memory.cache3d == "own":
             depth = self.depth_head.predict(rgb)
+            if known is not None:
+                depth = np.where(np.isfinite(known), known, depth)
         elif depth is None:
             raise ValueError("memory.cache3d='oracle' fuses the engine's depth: observe needs "
                              "depth (f, H, W)")
@@ -204,23 +210,29 @@ class Stream:
                                  f"{len(rgb)}")
             kept = self._renders
             fresh = kept is not None and kept[0] == self._frames and np.array_equal(kept[1], c2w)
-            rgb = np.stack([self._paint(frame, pose, kept[2][k] if fresh else None)
-                            for k, (frame, pose) in enumerate(zip(rgb, c2w))])
+            painted = [self._paint(frame, pose, kept[2][k] if fresh else None)
+                       for k, (frame, pose) in enumerate(zip(rgb, c2w))]
+            rgb = np.stack([frame for frame, _ in painted])
+            self.observe(rgb, depth, known=np.stack([d for _, d in painted]))
+            return rgb
         self.observe(rgb, depth)
         return rgb
 
-    def _paint(self, frame: np.ndarray, pose: np.ndarray, renders=None) -> np.ndarray:
+    def _paint(self, frame: np.ndarray, pose: np.ndarray, renders=None
+               ) -> tuple[np.ndarray, np.ndarray]:
         """One frame (H, W, 3) painted with the cache's render into camera `pose`: every
         pixel a point lands on, and the holes between them (a pixel three of whose four
         neighbours are painted) from the CACHE_SPLAT render; the world's pixels elsewhere.
-        `renders` ({splat: render}) when `generate` made them already."""
+        Returns (the frame, the render's depth (H, W) at the painted pixels, inf
+        elsewhere). `renders` ({splat: render}) when `generate` made them already."""
         h, w = frame.shape[:2]
         renders = renders or self.points.render_splats(pose, self.K, h, w, (1, CACHE_SPLAT))
-        (one, _, landed), (two, _, near) = renders[1], renders[CACHE_SPLAT]
+        (one, d1, landed), (two, d2, near) = renders[1], renders[CACHE_SPLAT]
         p = np.pad(landed, 1)
         around = (p[:-2, 1:-1].astype(np.int8) + p[2:, 1:-1] + p[1:-1, :-2] + p[1:-1, 2:])
         hole = ~landed & near & (around >= 3)
-        return np.where(landed[..., None], one, np.where(hole[..., None], two, frame))
+        return (np.where(landed[..., None], one, np.where(hole[..., None], two, frame)),
+                np.where(landed, d1, np.where(hole, d2, np.inf)))
 
     # ---- the memory of one chunk -----------------------------------------------------------
 
