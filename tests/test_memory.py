@@ -295,6 +295,10 @@ def test_composite_paints_what_the_cache_holds_and_the_world_draws_the_rest(
         if composite == "cache":  # generate's renders, kept for the paint, change nothing
             alone = [stream._paint(frame, pose)[0] for frame, pose in zip(drawn, ep.c2w[:f])]
         shown[composite] = (drawn, stream.show(drawn, ep.depth[:f]))
+        if composite == "cache":  # the world goes on from what it showed
+            again = w.encode(shown["cache"][1])  # (1, f, c, h, w)
+            torch.testing.assert_close(stream.bank.latents([0, 1])[1], again[0])
+            torch.testing.assert_close(stream.cache.pending["x"], again)  # no context noise
     drawn, same = shown["off"]
     assert same is drawn or np.array_equal(same, drawn)
     drawn, painted = shown["cache"]

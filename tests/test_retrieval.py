@@ -266,6 +266,25 @@ def test_bank_copies_what_it_is_given():
     assert bank.latents([0]).max() == 0.0
 
 
+def test_a_chunk_shown_otherwise_replaces_its_latents_and_nothing_else():
+    bank, _, _ = filled_bank()
+    before = bank.latents(range(6)).copy()
+    new = np.full((F, 2, 4, 4), 7.0, np.float32)
+    bank.set_latents(3, new)
+    new += 1.0  # copied
+    after = bank.latents(range(6))
+    assert (after[3] == 7.0).all() and np.array_equal(np.delete(after, 3, 0),
+                                                       np.delete(before, 3, 0))
+    for bad, match in ((np.zeros((F, 3, 4, 4), np.float32), r"chunk 3's latents are a "
+                        r"ndarray \(4, 2, 4, 4\), got a ndarray \(4, 3, 4, 4\)"),
+                       (torch.zeros(F, 2, 4, 4), "got a Tensor")):
+        with pytest.raises(ValueError, match=match):
+            bank.set_latents(3, bad)
+    with pytest.raises(ValueError, match="chunk index must be an integer in"):
+        bank.set_latents(6, new)
+    assert (bank.latents([3]) == 7.0).all()
+
+
 def bad_chunks():
     ok_lat, ok_c2w = np.zeros((F, 2, 4, 4), np.float32), np.stack([pose()] * F)
     nan_c2w = ok_c2w.copy()

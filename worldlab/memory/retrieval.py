@@ -341,6 +341,17 @@ class ChunkBank:
         self._depth.append(depth)
         return len(self) - 1
 
+    def set_latents(self, k: int, latents) -> None:
+        """Chunk k's latents (f, c, h, w), replaced by others of the same shape (a chunk
+        shown otherwise than it was made: `Stream.show`'s paint)."""
+        self._check_indices([k])
+        latents, had = _as_latents(latents), self._latents[k]
+        if type(latents) is not type(had) or tuple(latents.shape) != tuple(had.shape):
+            raise ValueError(f"chunk {k}'s latents are a {type(had).__name__} "
+                             f"{tuple(had.shape)}, got a {type(latents).__name__} "
+                             f"{tuple(latents.shape)}")
+        self._latents[k] = latents
+
     def truncate(self, n: int) -> None:
         """Keep the first `n` chunks (a rollout that takes back its last chunks)."""
         if isinstance(n, bool) or not isinstance(n, int) or not 0 <= n <= len(self):

@@ -19,8 +19,9 @@ A true chunk goes in with `append_truth`; a made one with `generate` then `appen
 oracle cache only): they are fused into the 3D cache (`observe`) and, with
 `sample.composite = "cache"`, first painted with its render where it covers them, so the
 world draws only what the cache does not hold (a place seen before comes back as it was
-seen); the own cache fuses a painted pixel at the depth it was rendered at, so what it
-holds stays where it was first put. `snapshot`/`restore` take back chunks (a failed
+seen), and the painted frames, encoded, replace the chunk's latents as the next chunks'
+context (the world goes on from what it showed); the own cache fuses a painted pixel at
+the depth it was rendered at, so what it holds stays where it was first put. `snapshot`/`restore` take back chunks (a failed
 chunk in play); `to_tensors`/`load_tensors` save and load the whole stream bit for bit.
 
 Shape legend: f frames per chunk, c latent channels, h w latent size, H W frame size,
@@ -198,8 +199,9 @@ class Stream:
     def show(self, rgb: np.ndarray, depth=None) -> np.ndarray:
         """The last generated chunk's decoded frames (f, H, W, 3) as the world shows them:
         with sample.composite = "cache" the pixels the 3D cache covers are its render into
-        the chunk's cameras (`_paint`), the world's elsewhere; then fused into the 3D cache
-        (`observe`, the engine's depth for the oracle cache). A stream without a 3D cache
+        the chunk's cameras (`_paint`), the world's elsewhere, and they become the chunk's
+        context (`_continue_from`); then fused into the 3D cache (`observe`, the engine's
+        depth for the oracle cache). A stream without a 3D cache
         returns them as they are."""
         if self.points is None:
             return rgb
@@ -213,10 +215,27 @@ class Stream:
             painted = [self._paint(frame, pose, kept[2][k] if fresh else None)
                        for k, (frame, pose) in enumerate(zip(rgb, c2w))]
             rgb = np.stack([frame for frame, _ in painted])
+            self._continue_from(rgb)
             self.observe(rgb, depth, known=np.stack([d for _, d in painted]))
             return rgb
         self.observe(rgb, depth)
         return rgb
+
+    def _continue_from(self, rgb: np.ndarray) -> None:
+        """The painted frames (f, H, W, 3) become the last chunk's context: encoded, they
+        replace the latents it was made with in the bank and in its pending pass, keeping
+        that pass's context noise (x_s = (1 - s) x0 + s noise, so x0 -> x0' adds
+        (1 - s)(x0' - x0)). The world goes on from what it showed."""
+        pending, k = self.cache.pending, len(self.bank) - 1
+        if pending is None:
+            raise ValueError("show paints the chunk just made: call it right after step (or "
+                             "append), before the stream is flushed or saved")
+        new = self.ae.encode(frames_to_tensor(rgb)[None].to(self.device))  # (1, f, c, h, w)
+        old = torch.as_tensor(self.bank.latents([k])).to(new)  # (1, f, c, h, w)
+        s = pending["t"].view(-1, 1, 1, 1, 1).to(new)
+        x = pending["x"] + ((1 - s) * (new - old)).to(pending["x"])
+        self.cache.pending = {**pending, "x": x}  # a new dict: snapshots hold the old one
+        self.bank.set_latents(k, new[0])
 
     def _paint(self, frame: np.ndarray, pose: np.ndarray, renders=None
                ) -> tuple[np.ndarray, np.ndarray]:
