@@ -59,8 +59,13 @@ def test_every_variant_is_a_valid_config(variant):
 def test_memory_config_rules_name_the_field():
     with pytest.raises(ValueError, match="memory.retrieve=2 need memory attention"):
         wl.make_config("tiny", memory__retrieve=2)
-    with pytest.raises(ValueError, match="memory.cache3d='oracle' needs model.cache_latent"):
+    with pytest.raises(ValueError, match="memory.cache3d='oracle' needs model.cache_latent"
+                                         "=True .* or sample.composite='cache'"):
         wl.make_config("tiny", memory__cache3d="oracle")
+    with pytest.raises(ValueError, match="model.cache_latent=True reads a 3D cache"):
+        wl.make_config("tiny", model__cache_latent=True)
+    painter = wl.make_config("tiny", memory__cache3d="own", sample__composite="cache")
+    assert not painter.model.cache_latent  # a cache that only paints
     with pytest.raises(ValueError, match=r"memory.cache3d must be one of"):
         wl.make_config("tiny", memory__cache3d="engine")
     with pytest.raises(ValueError, match="sample.composite='cache' paints the 3D cache"):

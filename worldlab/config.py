@@ -205,7 +205,9 @@ class MemoryConfig:
     retrieve: int = 0
     # the 3D cache (GEN3C, AlayaWorld): past frames fused into points with depth from
     # "oracle" (the engine: an upper bound) or "own" (the depth head on the model's own
-    # frames), rendered into the new chunk's cameras and given with its coverage mask
+    # frames), rendered into the new chunk's cameras and given with its coverage mask (a
+    # model without that input, model.cache_latent False, keeps the cache only to paint:
+    # sample.composite = "cache")
     cache3d: str = "off"  # "off" | "oracle" | "own"
     cache_stride: int = 2  # every k-th past frame is fused into the point cache
     # the point cache's bound: past it the points seen least recently go, so every chunk
@@ -429,9 +431,13 @@ def validate_config(cfg: "WorldConfig") -> "WorldConfig":
         raise ValueError("config sample.composite='cache' paints the 3D cache's render into "
                          "the frames, but memory.cache3d is 'off': a world without a 3D "
                          "cache has nothing to paint")
-    if (mem.cache3d != "off") != m.cache_latent:
+    if m.cache_latent and mem.cache3d == "off":
+        raise ValueError("config model.cache_latent=True reads a 3D cache's render every "
+                         "chunk, but memory.cache3d is 'off': set it to 'own' or 'oracle'")
+    if mem.cache3d != "off" and not m.cache_latent and cfg.sample.composite != "cache":
         raise ValueError(f"config memory.cache3d={mem.cache3d!r} needs "
-                         f"model.cache_latent={mem.cache3d != 'off'}, got {m.cache_latent}")
+                         f"model.cache_latent=True (the model reads the cache), or "
+                         f"sample.composite='cache' (the cache only paints), got neither")
     odd = [c for c in ae.block_out_channels if c % ae.norm_num_groups]
     if odd:  # every block is group-normed over its channels
         raise ValueError(f"config autoencoder.block_out_channels {list(ae.block_out_channels)} "

@@ -43,7 +43,7 @@ from .model.autoencoder import VideoAutoencoder, frames_to_tensor, tensor_to_fra
 from .model.depth_head import DepthHead
 from .model.dit import WorldModel
 from .model.fast_decoder import FastDecoder, check_decoder_pair
-from .model.inference import prepare_for_inference, with_sample_overrides
+from .model.inference import prepare_for_inference, with_overrides
 from .model.textenc import CaptionTable
 from .paths import DATA, ROOT, RUNS
 
@@ -200,9 +200,9 @@ def load_world(path: str | Path, device: str = "auto", subfolder: str = "world",
             raise ValueError(f"{path} is not a world directory: {part} is missing (expected "
                              f"autoencoder/, {subfolder}/ and world_config.json)")
     dev = resolve_device(device)
-    cfg = with_sample_overrides(read_world_config(path / "world_config.json"), sample)
+    cfg = with_overrides(read_world_config(path / "world_config.json"), sample)
     if decoder is not None:  # one more sample override, validated as the others
-        cfg = with_sample_overrides(cfg, {"decoder": decoder})
+        cfg = with_overrides(cfg, {"decoder": decoder})
     has_fast = (path / FAST_DECODER).exists()
     if cfg.sample.decoder == "fast" and not has_fast:
         raise ValueError(f"the fast decoder was asked for but {path / FAST_DECODER} does not "
@@ -232,15 +232,17 @@ def load_world(path: str | Path, device: str = "auto", subfolder: str = "world",
 
 def check_memory_fits(cfg: WorldConfig, model: WorldModel, path: Path) -> None:
     """The world config's memory section against the model it drives: enough memory tokens
-    for its sink and retrieved chunks, a 3D-cache input exactly when it has a 3D cache; a
-    ValueError naming the field otherwise."""
+    for its sink and retrieved chunks, a 3D-cache input exactly when it has a 3D cache (or
+    none, for a cache that only paints: sample.composite = "cache"); a ValueError naming
+    the field otherwise."""
     m = model.config
     need = memory_model_fields(cfg.memory, cfg.model, (m.latent_size // m.patch_size) ** 2)
     if m.memory_tokens < need["memory_tokens"]:
         raise ValueError(f"world {path}: memory.sink={cfg.memory.sink} and memory.retrieve="
                          f"{cfg.memory.retrieve} need {need['memory_tokens']} memory tokens; "
                          f"its model has memory_tokens={m.memory_tokens}")
-    if m.cache_latent != need["cache_latent"]:
+    painting = cfg.sample.composite == "cache" and cfg.memory.cache3d != "off"
+    if m.cache_latent != need["cache_latent"] and not (painting and not m.cache_latent):
         raise ValueError(f"world {path}: memory.cache3d={cfg.memory.cache3d!r} needs a model "
                          f"with cache_latent={need['cache_latent']}; its model has "
                          f"cache_latent={m.cache_latent}")
@@ -250,7 +252,7 @@ def package_world(autoencoder: str | Path, world: str | Path, config: str | Path
                   out: str | Path, captions: str | Path | None = None, half: bool = True,
                   max_shard_size: str = "10MB", fast_decoder: str | Path | None = None,
                   records: tuple[str | Path, ...] = (), depth_head: str | Path | None = None,
-                  sample: dict | None = None) -> Path:
+                  sample: dict | None = None, memory: dict | None = None) -> Path:
     """Assemble a world directory from training outputs, atomically.
 
     autoencoder, world: `save_pretrained` directories (e.g. runs/ae/model, runs/world/ema);
@@ -260,9 +262,14 @@ def package_world(autoencoder: str | Path, world: str | Path, config: str | Path
     a DepthHead directory (`train depth-head`'s out/model), what memory.cache3d="own" reads.
     `half` stores float16 weights (loading casts back to float32); shards keep every file
     small. `sample`: sample fields the packaged world_config.json changes, e.g.
-    {"decoder": "fast"} for a world that plays with its fast decoder by default.
+    {"decoder": "fast"} for a world that plays with its fast decoder by default; `memory`:
+    memory fields, e.g. {"cache3d": "own"} with sample {"composite": "cache"} for a world
+    whose model reads no 3D cache but keeps one to paint with.
     """
-    cfg = with_sample_overrides(read_world_config(Path(config)), sample)  # validate first
+    cfg = with_overrides(read_world_config(Path(config)), sample, memory)  # validate first
+    if cfg.memory.cache3d == "own" and depth_head is None:
+        raise ValueError("memory.cache3d='own' fuses the world's frames with its depth head: "
+                         "pass depth_head (`train package --depth-head DIR`)")
     if cfg.sample.decoder == "fast" and fast_decoder is None:
         raise ValueError("sample.decoder='fast' needs a fast decoder (fast_decoder=..., "
                          "`train package --fast-decoder DIR`)")
@@ -279,7 +286,7 @@ def package_world(autoencoder: str | Path, world: str | Path, config: str | Path
             m = load_module(cls, Path(src))
             (m.half() if half else m).save_pretrained(tmp / name, safe_serialization=True,
                                                       max_shard_size=max_shard_size)
-        if sample is None:
+        if sample is None and memory is None:
             shutil.copy(config, tmp / "world_config.json")
         else:
             (tmp / "world_config.json").write_text(cfg.to_json())

@@ -147,8 +147,9 @@ class Stream:
                 renders = render_chunk(self.points, c2w, self.K, size, splats)
                 # the cache does not change before `show` paints this chunk: kept for it
                 self._renders = (self._frames, c2w, renders)
-                extra["cache_latent"] = cache_latent(self.ae, self.points, c2w, self.K, size,
-                                                     self.device, renders)
+                if self.model.config.cache_latent:  # else the cache only paints
+                    extra["cache_latent"] = cache_latent(self.ae, self.points, c2w, self.K,
+                                                         size, self.device, renders)
         s = self.sample
         return sample_chunk(self.model, self.cache, noise, steps or s.steps, s.solver,
                             s.guidance, **cond, **extra)

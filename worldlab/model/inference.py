@@ -33,16 +33,21 @@ import torch.nn as nn
 from ..config import WorldConfig
 
 
-def with_sample_overrides(cfg: WorldConfig, sample: dict | None) -> WorldConfig:
-    """`cfg` with the fields of its sample section in `sample` replaced, validated like a
-    world_config.json (an unknown field or a bad value is a ValueError naming it)."""
-    if sample is None:
-        return cfg
-    if not isinstance(sample, dict):
-        raise ValueError(f"sample overrides must be a dict of sample fields, e.g. "
-                         f"{{'quantize': 'int8'}}; got {sample!r}")
+def with_overrides(cfg: WorldConfig, sample: dict | None = None, memory: dict | None = None
+                   ) -> WorldConfig:
+    """`cfg` with the fields of its sample section in `sample` (and of its memory section in
+    `memory`) replaced, validated like a world_config.json (an unknown field or a bad value
+    is a ValueError naming it)."""
     d = cfg.to_dict()
-    return WorldConfig.from_dict({**d, "sample": {**d["sample"], **sample}})
+    for section, fields, example in (("sample", sample, "{'quantize': 'int8'}"),
+                                     ("memory", memory, "{'cache3d': 'own'}")):
+        if fields is None:
+            continue
+        if not isinstance(fields, dict):
+            raise ValueError(f"{section} overrides must be a dict of {section} fields, e.g. "
+                             f"{example}; got {fields!r}")
+        d = {**d, section: {**d[section], **fields}}
+    return cfg if sample is None and memory is None else WorldConfig.from_dict(d)
 
 
 def check_switches(sample, device: torch.device) -> None:

@@ -27,7 +27,8 @@ import argparse
 import ast
 from typing import Any
 
-from ..config import COMPOSITES, DECODERS, PRESETS, WORLD_RECIPES, make_config, recipe_config
+from ..config import (CACHE3D, COMPOSITES, DECODERS, PRESETS, WORLD_RECIPES, make_config,
+                      recipe_config)
 from . import hardware, recipes
 from .checkpoints import latest_checkpoint, load_transformer
 from ..episodes import EpisodeStore
@@ -227,7 +228,8 @@ def _cli_package(args) -> int:
                           depth_head=args.depth_head,
                           sample={k: v for k, v in (("decoder", args.decoder),
                                                     ("composite", args.composite))
-                                  if v is not None} or None)
+                                  if v is not None} or None,
+                          memory=None if args.cache3d is None else {"cache3d": args.cache3d})
     size = sum(f.stat().st_size for f in out.rglob("*") if f.is_file())
     print(f"packaged {out} ({size / 2**20:.1f} MiB)")
     return 0
@@ -517,6 +519,9 @@ def configure_cli(parser) -> None:
                    help="the packaged world's sample.composite (default: the run's "
                         "config's): 'cache' paints the 3D cache's render into the frames "
                         "where it covers them")
+    p.add_argument("--cache3d", choices=[c for c in CACHE3D if c != "off"], default=None,
+                   help="a 3D cache for a world whose model reads none, kept only to paint "
+                        "(with --composite cache; 'own' needs --depth-head)")
     p.set_defaults(func=_cli_package)
     fd = sub.add_parser("decoder", help="distil a world's decoder into a small fast one",
                         description="a FastDecoder trained on a world's cached latents "

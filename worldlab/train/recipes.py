@@ -346,16 +346,18 @@ def _fits(cfg: WorldConfig, store: EpisodeStore, ids: list[str], cache: LatentCa
 
 
 def package(autoencoder, run, out, weights: str = "ema", half: bool = True,
-            fast_decoder=None, depth_head=None, sample: dict | None = None) -> Path:
+            fast_decoder=None, depth_head=None, sample: dict | None = None,
+            memory: dict | None = None) -> Path:
     """A world directory (see `worldlab.pretrained`) from an autoencoder directory and a
     world run directory (`world(..., out=run)` or `distill(..., out=run)`): its `weights`
     subfolder, its config, its captions and a student's `distill_run.json` when it has them,
     and a fast decoder (`train decoder`'s out/model) and a depth head (`train depth-head`'s
-    out/model) when given; `sample` changes fields of the packaged config's sample section
-    (`package_world`)."""
+    out/model) when given; `sample` and `memory` change fields of the packaged config's
+    sample and memory sections (`package_world`)."""
     run = Path(run)
     captions, record = run / CAPTIONS_FILE, run / "distill_run.json"
     return package_world(autoencoder, run / weights, run / "world_config.json", out,
                          captions if captions.exists() else None, half=half,
                          fast_decoder=fast_decoder, depth_head=depth_head,
-                         records=(record,) if record.exists() else (), sample=sample)
+                         records=(record,) if record.exists() else (), sample=sample,
+                         memory=memory)
