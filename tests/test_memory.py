@@ -350,6 +350,38 @@ def test_the_own_cache_fuses_a_painted_pixel_where_the_cache_rendered_it(
         np.testing.assert_array_equal(mine, theirs)
 
 
+def test_a_world_that_reads_no_cache_can_keep_one_to_paint(tmp_path, world_dir, store):
+    """`train package --composite cache --cache3d own` gives any world (here one with no
+    memory) a 3D cache that only paints: it loads, and what it showed at the walk's cameras
+    is the engine's first chunk where the cache covers it. Without a depth head for the own
+    cache the package is refused, naming it, and nothing is written."""
+    from worldlab.cli import main
+    from worldlab.model.depth_head import DepthHead
+
+    torch.manual_seed(0)
+    DepthHead().save_pretrained(tmp_path / "head")
+    common = ["train", "package", "--autoencoder", str(world_dir / "autoencoder"), "--world",
+              str(world_dir), "--weights", "world", "--composite", "cache", "--cache3d", "own"]
+    with pytest.raises(ValueError, match="memory.cache3d='own' fuses .* pass depth_head"):
+        main([*common, "--out", str(tmp_path / "refused")])
+    assert not (tmp_path / "refused").exists()
+    assert main([*common, "--depth-head", str(tmp_path / "head"), "--cache-points", "5000",
+                 "--out", str(tmp_path / "painter")]) == 0
+    w = load_world(tmp_path / "painter", device="cpu")
+    assert not w.model.config.cache_latent and w.config.memory.cache_points == 5000
+    ep = store.read(store.ids()[0])
+    f, stream = w.chunk_frames, world_stream(w, ep.K[0])
+    cond = chunk_conditions(0, f, *episode_conditions(w, ep, 0, f))
+    stream.append_truth(w.encode(ep.rgb[:f]), cond, ep.rgb[:f])
+    g = torch.Generator().manual_seed(0)
+    drawn = w.decode(stream.step(torch.randn((1, f, 4, 4, 4), generator=g), cond, 1, g))
+    shown = stream.show(drawn)
+    changed = (shown != drawn).any(-1)
+    assert changed.mean() > 0.3 and len(stream.points) <= 5000
+    assert np.abs(shown.astype(int) - ep.rgb[:f].astype(int))[changed].mean() < \
+        np.abs(drawn.astype(int) - ep.rgb[:f].astype(int))[changed].mean()
+
+
 def test_stream_reads_the_memory_training_selects(tmp_path, world_dir, store):
     finetune(world_dir, "sink", store, tmp_path / "run", steps=1, batch_size=2)
     wl.train.package(world_dir / "autoencoder", tmp_path / "run", tmp_path / "w")

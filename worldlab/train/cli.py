@@ -229,7 +229,9 @@ def _cli_package(args) -> int:
                           sample={k: v for k, v in (("decoder", args.decoder),
                                                     ("composite", args.composite))
                                   if v is not None} or None,
-                          memory=None if args.cache3d is None else {"cache3d": args.cache3d})
+                          memory={k: v for k, v in (("cache3d", args.cache3d),
+                                                    ("cache_points", args.cache_points))
+                                  if v is not None} or None)
     size = sum(f.stat().st_size for f in out.rglob("*") if f.is_file())
     print(f"packaged {out} ({size / 2**20:.1f} MiB)")
     return 0
@@ -522,6 +524,9 @@ def configure_cli(parser) -> None:
     p.add_argument("--cache3d", choices=[c for c in CACHE3D if c != "off"], default=None,
                    help="a 3D cache for a world whose model reads none, kept only to paint "
                         "(with --composite cache; 'own' needs --depth-head)")
+    p.add_argument("--cache-points", type=int, default=None, metavar="N",
+                   help="the packaged world's memory.cache_points: the 3D cache's bound (the "
+                        "default holds about 16 frames; a long walk that comes back needs more)")
     p.set_defaults(func=_cli_package)
     fd = sub.add_parser("decoder", help="distil a world's decoder into a small fast one",
                         description="a FastDecoder trained on a world's cached latents "
