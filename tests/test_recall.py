@@ -62,8 +62,10 @@ def test_worlds_are_timed_in_turns_on_the_same_walks(walks):
     cfg, ae, latents = tiny_autoencoder(episodes, 64)
     worlds = {kind: World(ae, OracleModel(latents, F, kind), cfg, torch.device("cpu"))
               for kind in ("truth", "repeat")}
+    before = torch.get_num_threads()
     timed = timed_worlds(worlds, episodes, pairs)
     assert list(timed) == ["truth", "repeat"] and all(ms > 0 for ms in timed.values())
+    assert torch.get_num_threads() == before  # timed on one thread, then given back
 
 
 def test_the_strip_shows_engine_worlds_and_oracle_at_the_widest_returns(walks):

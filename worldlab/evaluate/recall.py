@@ -28,6 +28,8 @@ from __future__ import annotations
 import time
 
 import numpy as np
+import torch
+from threadpoolctl import threadpool_limits
 
 from ..metrics import frame_psnr
 from ..pretrained import World
@@ -113,19 +115,25 @@ def world_recall(world: World, walks, pairs, steps: int | None = None, seed: int
 
 
 def timed_worlds(worlds: dict[str, World], walks, pairs, seed: int = 0) -> dict[str, float]:
-    """{name: median ms per generated chunk} of each world making the return chunks of
-    `walks` as `world_recall` does, the worlds taking turns walk by walk (their order
-    rotating each walk), so that whatever else the machine runs weighs on every world
-    alike: a fair ratio, where each world's own scoring job, timed beside whichever jobs
-    share its cores, is not."""
+    """{name: median CPU ms per generated chunk} of each world making the return chunks of
+    `walks` as `world_recall` does, on one thread, the worlds taking turns walk by walk
+    (their order rotating each walk). CPU time on one thread is what a chunk costs a core
+    whatever else the machine runs: a fair ratio on a shared machine, where wall time (a
+    scoring job's, beside whichever jobs share its cores) also measures the neighbours."""
     names, ms = list(worlds), {n: [] for n in worlds}
-    for k, (ep, found) in enumerate(zip(walks, pairs)):
-        for n in names[k % len(names):] + names[:k % len(names)]:
-            f = worlds[n].chunk_frames
-            start = found[0][0] // f * f
-            t0 = time.perf_counter()
-            gen = generate(worlds[n], ep, 0, start, len(ep) // f * f, seed=seed)
-            ms[n].append(1e3 * (time.perf_counter() - t0) / (len(gen) // f))
+    threads = torch.get_num_threads()
+    try:
+        with threadpool_limits(1):
+            torch.set_num_threads(1)
+            for k, (ep, found) in enumerate(zip(walks, pairs)):
+                for n in names[k % len(names):] + names[:k % len(names)]:
+                    f = worlds[n].chunk_frames
+                    start = found[0][0] // f * f
+                    t0 = time.process_time()
+                    gen = generate(worlds[n], ep, 0, start, len(ep) // f * f, seed=seed)
+                    ms[n].append(1e3 * (time.process_time() - t0) / (len(gen) // f))
+    finally:
+        torch.set_num_threads(threads)
     return {n: float(np.median(v)) for n, v in ms.items()}
 
 

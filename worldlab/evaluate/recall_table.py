@@ -109,7 +109,8 @@ def cli(args) -> int:
     references = cached(f"{cache}/references-{cache_key(models[name], *key)}.json",
                         lambda: reference_recall(worlds[name], walks, pairs))
     timing = _timing(worlds, models, walks[:args.time_walks], pairs[:args.time_walks],
-                     f"{cache}/timing-{cache_key(*models.values(), *key, args.time_walks)}.json")
+                     f"{cache}/timing-{cache_key(*models.values(), *key, args.time_walks, 'cpu')}"
+                     ".json")
     described = {"walks": len(walks), "recall_frames": sum(map(len, pairs)),
                  "walk_seeds_tried": info["seeds_tried"],
                  "walks_without_recall_frames": len(info["left_out"]),

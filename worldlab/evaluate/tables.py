@@ -160,7 +160,8 @@ def _recall(p) -> None:
     _paired(p, "walks with recall frames", 96, 1_200_000, "runs/recall/scores")
     p.add_argument("--time-walks", type=int, default=4,
                    help="walks on which every variant's first seed is timed, the worlds "
-                        "taking turns (ms per chunk: a fair ratio on a busy machine)")
+                        "taking turns on one thread (CPU ms per chunk: a fair ratio on a "
+                        "busy machine)")
     _score_only(p)
     p.add_argument("--engine", choices=("doom", "procedural"), default="doom")
     p.add_argument("--maps", default="MAP04", help="DOOM maps of the walks (comma-separated)")
