@@ -316,6 +316,17 @@ def test_composite_paints_what_the_cache_holds_and_the_world_draws_the_rest(
     assert np.array_equal(np.stack(alone), painted)
 
 
+def drawn_at_first_chunk(world, ep):
+    """A stream of `world` holding the walk's first chunk (the engine's), and the decoded
+    frames of a chunk it then made at the same cameras (one step), not yet shown."""
+    f, stream = world.chunk_frames, world_stream(world, ep.K[0])
+    cond = chunk_conditions(0, f, *episode_conditions(world, ep, 0, f))
+    stream.append_truth(world.encode(ep.rgb[:f]), cond, ep.rgb[:f])
+    g = torch.Generator().manual_seed(0)
+    x = stream.step(torch.randn((1, f, 4, 4, 4), generator=g), cond, 1, g)
+    return stream, world.decode(x)
+
+
 def test_the_own_cache_fuses_a_painted_pixel_where_the_cache_rendered_it(
         tmp_path, world_dir, store):
     """With composite, the own cache keeps what it holds where it first put it: a painted
@@ -327,11 +338,8 @@ def test_the_own_cache_fuses_a_painted_pixel_where_the_cache_rendered_it(
     world = dataclasses.replace(world, config=dataclasses.replace(world.config, sample=(
         dataclasses.replace(world.config.sample, composite="cache"))))
     ep = store.read(store.ids()[0])
-    f, stream = world.chunk_frames, world_stream(world, ep.K[0])
-    cond = chunk_conditions(0, f, *episode_conditions(world, ep, 0, f))
-    stream.append_truth(world.encode(ep.rgb[:f]), cond, ep.rgb[:f])
-    g = torch.Generator().manual_seed(0)
-    drawn = world.decode(stream.step(torch.randn((1, f, 4, 4, 4), generator=g), cond, 1, g))
+    f = world.chunk_frames
+    stream, drawn = drawn_at_first_chunk(world, ep)
     before, frames = PointCache(stream.points.voxel, stream.points.max_points), stream._frames
     before.restore(stream.points.snapshot())
     paint = [stream._paint(frame, pose) for frame, pose in zip(drawn, ep.c2w[:f])]
@@ -370,11 +378,8 @@ def test_a_world_that_reads_no_cache_can_keep_one_to_paint(tmp_path, world_dir, 
     w = load_world(tmp_path / "painter", device="cpu")
     assert not w.model.config.cache_latent and w.config.memory.cache_points == 5000
     ep = store.read(store.ids()[0])
-    f, stream = w.chunk_frames, world_stream(w, ep.K[0])
-    cond = chunk_conditions(0, f, *episode_conditions(w, ep, 0, f))
-    stream.append_truth(w.encode(ep.rgb[:f]), cond, ep.rgb[:f])
-    g = torch.Generator().manual_seed(0)
-    drawn = w.decode(stream.step(torch.randn((1, f, 4, 4, 4), generator=g), cond, 1, g))
+    f = w.chunk_frames
+    stream, drawn = drawn_at_first_chunk(w, ep)
     shown = stream.show(drawn)
     changed = (shown != drawn).any(-1)
     assert changed.mean() > 0.3 and len(stream.points) <= 5000
