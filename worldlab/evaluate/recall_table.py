@@ -73,7 +73,7 @@ def _timing(worlds: dict, models: dict, walks, pairs, path: str) -> dict[str, fl
 
 
 def _strip(worlds: dict, names: list[str], walk, found, out) -> dict:
-    """The moment of return on the first walk (`recall.recall_strip`) of the worlds `names`
+    """The moment of return on one walk (`recall.recall_strip`) of the worlds `names`
     (first seeds), as a PNG beside the table (shipped beside it too): what it shows."""
     names = list(dict.fromkeys(names))
     image, rows = recall_strip({n: worlds[n] for n in names}, walk, found)
@@ -131,7 +131,8 @@ def cli(args) -> int:
                          "recall_psnr")
     b["bars"] = recall_bar_values(b["variants"], b["best"]["name"], args.reference)
     if args.strip:
-        b["strip"] = _strip(worlds, [args.reference, b["best"]["name"]], walks[0], pairs[0],
+        k = max(range(len(walks)), key=lambda k: len(pairs[k]))  # the most recall frames
+        b["strip"] = _strip(worlds, [args.reference, b["best"]["name"]], walks[k], pairs[k],
                             args.out)
     write_table(args.out, with_engines_of(table, args.beside) if args.beside else table)
     print(f"{args.block} ({b['walks']} walks, {b['recall_frames']} recall frames): "

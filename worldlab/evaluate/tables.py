@@ -167,8 +167,8 @@ def _recall(p) -> None:
     p.add_argument("--maps", default="MAP04", help="DOOM maps of the walks (comma-separated)")
     p.add_argument("--walls", choices=("room", "segment"), default=None,
                    help="procedural walls: one material per room or per wall segment")
-    _best_and_strip(p, "the first walk's moment of return, engine | the reference | the "
-                       "best variant | the oracle")
+    _best_and_strip(p, "the moment of return on the walk with the most recall frames, "
+                       "engine | the reference | the best variant | the oracle")
     _blocks(p, "doom_heldout_map")
 
 
