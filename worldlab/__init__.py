@@ -6,7 +6,7 @@
 
 The rooms, in the order data flows (a room imports only rooms before it):
 
-    camera, config, atomic, loading, metrics, paths, viz   leaves
+    camera, config, atomic, loading, metrics, paths, threads, viz   leaves
     engines      ground-truth worlds (procedural, DOOM) and scripted players
     episodes     the episode schema and store, recording, datasets
     model        autoencoder, chunk-causal DiT, conditioning, text, sampler
@@ -32,8 +32,8 @@ from .paths import DATA, ROOT, RUNS, VERSION
 
 __version__ = VERSION
 
-_LAZY = ("atomic", "loading", "metrics", "paths", "viz", "engines", "episodes", "model",
-         "memory", "pretrained", "train", "evaluate", "play", "cli",
+_LAZY = ("atomic", "loading", "metrics", "paths", "threads", "viz", "engines", "episodes",
+         "model", "memory", "pretrained", "train", "evaluate", "play", "cli",
          "experiments")  # every module and room
 
 
