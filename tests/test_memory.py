@@ -429,6 +429,35 @@ def test_play_streams_with_memory_and_takes_back_a_failed_chunk(tmp_path, world_
     assert len(memory.bank) == chunks and memory.cache.chunks == keys
 
 
+def test_a_session_plays_with_its_cache_painting_what_it_has_seen(tmp_path, world_dir):
+    """`WorldSession.from_pretrained(..., paint=True)` (play --paint): the world's own 3D
+    cache paints its frames; the same world without it draws them all. A world without a
+    depth head is refused, naming it."""
+    import shutil
+
+    from worldlab.camera import Action
+    from worldlab.model.depth_head import DepthHead
+    from worldlab.play.session import WorldSession
+
+    with pytest.raises(ValueError, match="memory.cache3d='own' needs its depth head"):
+        WorldSession.from_pretrained(world_dir, "cpu", steps=1, twin=False, paint=True)
+    shutil.copytree(world_dir, tmp_path / "w")
+    torch.manual_seed(0)
+    DepthHead().save_pretrained(tmp_path / "w" / "depth_head")
+    frames = {}
+    for paint in (False, True):
+        session = WorldSession.from_pretrained(tmp_path / "w", "cpu", steps=1, twin=False,
+                                               paint=paint)
+        session.reset(engine="procedural", seed=0)
+        frames[paint] = [session.step(Action(yaw=yaw)).frame
+                         for yaw in (10.0,) * 4 + (-10.0,) * 4]
+        stream = session.state.stream
+        assert (stream.points is not None and len(stream.points) > 0) == paint
+        session.close()
+    assert session.world.config.sample.composite == "cache"
+    assert not np.array_equal(frames[True][-1], frames[False][-1])
+
+
 def memory_world(tmp_path, world_dir, store, variant: str):
     """`world_dir` fine-tuned one step as a memory variant and packaged (with an untrained
     depth head for the variants that need one)."""

@@ -185,14 +185,17 @@ def named_world(spec: str) -> tuple[str, str]:
 
 
 def load_world(path: str | Path, device: str = "auto", subfolder: str = "world",
-               decoder: str | None = None, sample: dict | None = None) -> World:
+               decoder: str | None = None, sample: dict | None = None,
+               memory: dict | None = None) -> World:
     """Load a world directory (see the module docstring; `path` is found by `find_dir`'s
     rule, so a relative one also works from notebooks/); `subfolder` picks e.g. "ema".
 
     Its fast decoder is loaded when the directory has one; `decoder` ("full" | "fast")
     overrides the config's sample.decoder, and "fast" needs a fast decoder. `sample`
-    overrides fields of the config's sample section (e.g. {"quantize": "int8"}); the
-    inference switches are then applied (`model.inference.prepare_for_inference`).
+    overrides fields of the config's sample section (e.g. {"quantize": "int8"}), `memory`
+    of its memory section (PAINT with sample {"composite": "cache"}: a cache that only
+    paints, read by no model); the inference switches are then applied
+    (`model.inference.prepare_for_inference`).
     """
     path = find_dir(path, "world")  # the same path rule as every loader
     for part in ("autoencoder", subfolder, "world_config.json"):
@@ -200,7 +203,7 @@ def load_world(path: str | Path, device: str = "auto", subfolder: str = "world",
             raise ValueError(f"{path} is not a world directory: {part} is missing (expected "
                              f"autoencoder/, {subfolder}/ and world_config.json)")
     dev = resolve_device(device)
-    cfg = with_overrides(read_world_config(path / "world_config.json"), sample)
+    cfg = with_overrides(read_world_config(path / "world_config.json"), sample, memory)
     if decoder is not None:  # one more sample override, validated as the others
         cfg = with_overrides(cfg, {"decoder": decoder})
     has_fast = (path / FAST_DECODER).exists()
@@ -228,6 +231,11 @@ def load_world(path: str | Path, device: str = "auto", subfolder: str = "world",
         raise ValueError(f"world {path}: memory.cache3d='own' needs its depth head, expected "
                          f"{path / DEPTH_HEAD}/ (package_world(depth_head=...))")
     return prepare_for_inference(World(ae, model, cfg, dev, path, captions, fast, depth))
+
+
+# a world with a depth head played with its own 3D cache painting what it has seen
+# (`memory.stream.Stream.show`), whatever its model reads: load_world(path, **PAINT)
+PAINT = {"sample": {"composite": "cache"}, "memory": {"cache3d": "own"}}
 
 
 def check_memory_fits(cfg: WorldConfig, model: WorldModel, path: Path) -> None:

@@ -224,7 +224,8 @@ def _cmd_play(args) -> int:
 
     script = load_script(args.script)  # validated before anything is loaded or written
     session = WorldSession.from_pretrained(args.checkpoint, args.device, args.sample_steps,
-                                           twin=not args.no_twin, policy=args.policy)
+                                           twin=not args.no_twin, policy=args.policy,
+                                           paint=args.paint)
     try:
         first = session.reset(engine=args.engine or session.trained_engine, seed=args.seed)
         with tqdm(total=len(script), desc="play") as bar:
@@ -254,6 +255,9 @@ def configure_cli(parser) -> None:
     parser.add_argument("--sample-steps", type=int, default=None,
                         help="sampling steps per chunk (default: the world's config)")
     parser.add_argument("--no-twin", action="store_true", help="no ground-truth engine twin")
+    parser.add_argument("--paint", action="store_true",
+                        help="the world's own 3D cache paints what it has seen (the world "
+                             "needs a depth head)")
     parser.set_defaults(func=_cmd_play)
 
 

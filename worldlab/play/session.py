@@ -76,7 +76,7 @@ from ..episodes.recording import DEFAULT_FPS, game_fps
 from ..memory.stream import Stream, world_stream
 from ..metrics import frame_psnr
 from ..model.textenc import CaptionTable, check_prompt
-from ..pretrained import CAPTIONS_FILE, load_world, resolve_checkpoint
+from ..pretrained import CAPTIONS_FILE, PAINT, load_world, resolve_checkpoint
 from . import saved
 from .pace import PacePolicy
 from .saved import LATENCY_POLICIES
@@ -162,8 +162,12 @@ class WorldSession:
     @classmethod
     def from_pretrained(cls, path, device: str = "auto", steps: int | None = None,
                         twin: bool = True, policy: str = "hold",
-                        pace: PacePolicy | None = None) -> "WorldSession":
-        return cls(load_world(resolve_checkpoint(path), device), steps, twin, policy, pace)
+                        pace: PacePolicy | None = None, paint: bool = False
+                        ) -> "WorldSession":
+        """A session of the world at `path`; `paint`: with its own 3D cache painting what
+        it has seen (`pretrained.PAINT`; the world needs a depth head)."""
+        world = load_world(resolve_checkpoint(path), device, **(PAINT if paint else {}))
+        return cls(world, steps, twin, policy, pace)
 
     @property
     def started(self) -> bool:
