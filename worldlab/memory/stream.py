@@ -21,8 +21,9 @@ oracle cache only): they are fused into the 3D cache (`observe`) and, with
 world draws only what the cache does not hold (a place seen before comes back as it was
 seen), and the painted frames, encoded, replace the chunk's latents as the next chunks'
 context (the world goes on from what it showed); the own cache fuses a painted pixel at
-the depth it was rendered at, so what it holds stays where it was first put. `snapshot`/`restore` take back chunks (a failed
-chunk in play); `to_tensors`/`load_tensors` save and load the whole stream bit for bit.
+the depth it was rendered at, so what it holds stays where it was first put.
+`snapshot`/`restore` take back chunks (a failed chunk in play); `to_tensors`/`load_tensors`
+save and load the whole stream bit for bit.
 
 Shape legend: f frames per chunk, c latent channels, h w latent size, H W frame size,
 k memory slots, n chunks in the bank, p points, L cached tokens, hd head width.
@@ -202,8 +203,8 @@ class Stream:
         with sample.composite = "cache" the pixels the 3D cache covers are its render into
         the chunk's cameras (`_paint`), the world's elsewhere, and they become the chunk's
         context (`_continue_from`); then fused into the 3D cache (`observe`, the engine's
-        depth for the oracle cache). A stream without a 3D cache
-        returns them as they are."""
+        depth for the oracle cache). A stream without a 3D cache returns them as they
+        are."""
         if self.points is None:
             return rgb
         if self.sample.composite == "cache":
