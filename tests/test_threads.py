@@ -23,3 +23,13 @@ def test_use_threads_refuses_a_bad_count_and_changes_nothing(bad):
     with pytest.raises(ValueError, match="threads must be a positive integer"):
         use_threads(bad)
     assert torch.get_num_threads() == before
+
+
+def test_threads_within_a_block_then_as_before():
+    from worldlab.threads import threads_within
+
+    before = torch.get_num_threads(), [p["num_threads"] for p in threadpool_info()]
+    with threads_within(1):
+        assert torch.get_num_threads() == 1
+        assert all(p["num_threads"] == 1 for p in threadpool_info() if p["user_api"] == "blas")
+    assert (torch.get_num_threads(), [p["num_threads"] for p in threadpool_info()]) == before

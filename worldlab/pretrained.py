@@ -240,19 +240,18 @@ PAINT = {"sample": {"composite": "cache"}, "memory": {"cache3d": "own"}}
 
 def check_memory_fits(cfg: WorldConfig, model: WorldModel, path: Path) -> None:
     """The world config's memory section against the model it drives: enough memory tokens
-    for its sink and retrieved chunks, a 3D-cache input exactly when it has a 3D cache (or
-    none, for a cache that only paints: sample.composite = "cache"); a ValueError naming
-    the field otherwise."""
+    for its sink and retrieved chunks, a 3D-cache input exactly when the config's model
+    reads one (`config.validate_config` ties that to memory.cache3d: a cache that only
+    paints is read by none); a ValueError naming the field otherwise."""
     m = model.config
     need = memory_model_fields(cfg.memory, cfg.model, (m.latent_size // m.patch_size) ** 2)
     if m.memory_tokens < need["memory_tokens"]:
         raise ValueError(f"world {path}: memory.sink={cfg.memory.sink} and memory.retrieve="
                          f"{cfg.memory.retrieve} need {need['memory_tokens']} memory tokens; "
                          f"its model has memory_tokens={m.memory_tokens}")
-    painting = cfg.sample.composite == "cache" and cfg.memory.cache3d != "off"
-    if m.cache_latent != need["cache_latent"] and not (painting and not m.cache_latent):
+    if m.cache_latent != cfg.model.cache_latent:
         raise ValueError(f"world {path}: memory.cache3d={cfg.memory.cache3d!r} needs a model "
-                         f"with cache_latent={need['cache_latent']}; its model has "
+                         f"with cache_latent={cfg.model.cache_latent}; its model has "
                          f"cache_latent={m.cache_latent}")
 
 

@@ -22,7 +22,6 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-
 from ..atomic import atomic_write_json
 from ..config import STARTS
 from ..engines import policies as players

@@ -28,11 +28,10 @@ from __future__ import annotations
 import time
 
 import numpy as np
-import torch
-from threadpoolctl import threadpool_limits
 
 from ..metrics import frame_psnr
 from ..pretrained import World
+from ..threads import threads_within
 from ..viz import frame_grid
 from .baselines import repeat_baseline, warp_baseline
 from .generation import generate
@@ -99,13 +98,11 @@ def world_recall(world: World, walks, pairs, steps: int | None = None, seed: int
     """One world on the recall walks: `recall_psnr_per_walk`, its mean `recall_psnr`, the
     generated chunks' wall time `ms_per_chunk` (memory, sampling, decoding and the 3D cache's
     fusing) and the memory tokens it reads per frame."""
-    f, per_walk, ms = world.chunk_frames, [], []
+    per_walk, ms = [], []
     for ep, found in zip(walks, pairs):
         js = [j for j, _, _ in found]
-        start = js[0] // f * f  # the first recall frame's chunk: generated from here on
-        t0 = time.perf_counter()
-        gen = generate(world, ep, 0, start, len(ep) // f * f, steps=steps, seed=seed)
-        ms.append(1e3 * (time.perf_counter() - t0) / (len(gen) // f))
+        start, gen, chunk_ms = _returns(world, ep, found, steps, seed, time.perf_counter)
+        ms.append(chunk_ms)
         per_walk.append(_walk_mean(gen[[j - start for j in js]], ep, js))
     m = world.config.model
     return {"recall_psnr": float(np.mean(per_walk)), "recall_psnr_per_walk": per_walk,
@@ -121,20 +118,22 @@ def timed_worlds(worlds: dict[str, World], walks, pairs, seed: int = 0) -> dict[
     whatever else the machine runs: a fair ratio on a shared machine, where wall time (a
     scoring job's, beside whichever jobs share its cores) also measures the neighbours."""
     names, ms = list(worlds), {n: [] for n in worlds}
-    threads = torch.get_num_threads()
-    try:
-        with threadpool_limits(1):
-            torch.set_num_threads(1)
-            for k, (ep, found) in enumerate(zip(walks, pairs)):
-                for n in names[k % len(names):] + names[:k % len(names)]:
-                    f = worlds[n].chunk_frames
-                    start = found[0][0] // f * f
-                    t0 = time.process_time()
-                    gen = generate(worlds[n], ep, 0, start, len(ep) // f * f, seed=seed)
-                    ms[n].append(1e3 * (time.process_time() - t0) / (len(gen) // f))
-    finally:
-        torch.set_num_threads(threads)
+    with threads_within(1):
+        for k, (ep, found) in enumerate(zip(walks, pairs)):
+            for n in names[k % len(names):] + names[:k % len(names)]:
+                ms[n].append(_returns(worlds[n], ep, found, None, seed, time.process_time)[2])
     return {n: float(np.median(v)) for n, v in ms.items()}
+
+
+def _returns(world: World, ep, found, steps: int | None, seed: int, clock
+             ) -> tuple[int, np.ndarray, float]:
+    """(start, frames [start, end), ms per chunk by `clock`) of the walk's return chunks,
+    generated from the first recall frame's chunk on after the true frames before it."""
+    f = world.chunk_frames
+    start = found[0][0] // f * f
+    t0 = clock()
+    gen = generate(world, ep, 0, start, len(ep) // f * f, steps=steps, seed=seed)
+    return start, gen, 1e3 * (clock() - t0) / (len(gen) // f)
 
 
 def recall_strip(worlds: dict[str, World], walk, found, rows: int = 3, seed: int = 0

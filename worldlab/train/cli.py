@@ -254,12 +254,10 @@ def _cli_decoder(args) -> int:
 
 
 def _cli_depth_head(args) -> int:
+    from ..model.depth_head import DepthHead
     from .depth_head import train_depth_head
 
-    from ..model.depth_head import DepthHead
-    from .recipes import seeded
-
-    head = None if args.channels is None else seeded(
+    head = None if args.channels is None else recipes.seeded(
         lambda: DepthHead(block_out_channels=args.channels), args.seed)
     with Progress("depth head") as progress:
         run = train_depth_head(args.data, args.out, steps=args.steps, head=head,
