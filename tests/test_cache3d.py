@@ -144,6 +144,42 @@ def test_splat_z_buffer_matches_one_point_at_a_time(splat):
         np.testing.assert_array_equal(a, b)
 
 
+def _soft_by_hand(points, colors, c2w, K, h, w, splat, blend):
+    """The soft z-buffer one pixel at a time: the mean colour of the points covering it
+    whose depth is within (1 + blend) times the nearest of them."""
+    uv, z = camera.project(points, K, c2w)
+    near = splat_points(points, colors, c2w, K, h, w, splat)[1]
+    sums, count = np.zeros((h, w, 3)), np.zeros((h, w))
+    for (u, v), zi, c in zip(uv, z, colors):
+        c0, r0 = int(np.floor(u - (splat - 1) / 2)), int(np.floor(v - (splat - 1) / 2))
+        for r in range(max(r0, 0), min(r0 + splat, h)):
+            for col in range(max(c0, 0), min(c0 + splat, w)):
+                if 1e-6 < zi <= near[r, col] * (1 + blend):
+                    sums[r, col] += c
+                    count[r, col] += 1
+    return np.clip(np.rint(sums / np.maximum(count, 1)[..., None]), 0, 255).astype(np.uint8)
+
+
+@pytest.mark.parametrize("splat, blend", [(1, 0.2), (2, 1.0), (3, 1e9)])
+def test_soft_z_buffer_averages_the_points_near_the_nearest(splat, blend):
+    """`blend`: a pixel's colour is the mean of the points within (1 + blend) times its
+    nearest depth; depth and coverage are the hard z-buffer's; bad blends are refused."""
+    rng = np.random.default_rng(splat)
+    cache = PointCache(voxel=0.01)
+    cache.points = rng.normal(size=(400, 3)) * [2.0, 2.0, 1.0] + [0.0, 0.0, 2.5]
+    cache.colors = rng.integers(0, 256, (400, 3), dtype=np.uint8)
+    hard = cache.render_splats(np.eye(4), K, H, W, (splat,))[splat]
+    soft = cache.render_splats(np.eye(4), K, H, W, (splat,), blend)[splat]
+    np.testing.assert_array_equal(soft[1], hard[1])
+    np.testing.assert_array_equal(soft[2], hard[2])
+    want = _soft_by_hand(cache.points, cache.colors, np.eye(4), K, H, W, splat, blend)
+    np.testing.assert_array_equal(soft[0][soft[2]], want[soft[2]])
+    assert (soft[0] != hard[0]).any()  # some pixels do average several points
+    for bad in (-0.1, float("nan"), True, "1"):
+        with pytest.raises(ValueError, match="blend"):
+            cache.render_splats(np.eye(4), K, H, W, (1,), bad)
+
+
 def test_bounded_cache_keeps_the_points_seen_last():
     left = camera.pose_from_heading(np.zeros(3), 0.0, 0.0)
     right = camera.pose_from_heading(np.zeros(3), 180.0, 0.0)  # sees other voxels

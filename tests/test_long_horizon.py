@@ -15,8 +15,8 @@ import torch
 
 import worldlab as wl
 from worldlab.episodes import Episode
-from worldlab.evaluate.long import (long_horizon, loop_closure_frames, loop_closure_scores,
-                                    motion)
+from worldlab.evaluate.long import (generate_walk, long_horizon, loop_closure_frames,
+                                    loop_closure_scores, motion)
 from worldlab.pretrained import World
 
 from oracle_worlds import OracleModel, straight_walk, tiny_autoencoder
@@ -89,6 +89,27 @@ def test_a_frozen_world_shows_no_motion(walks):
     r = long_horizon(world("repeat"), episodes)
     assert r["motion_ratio_vs_ae_late"] < 0.05  # it never moves again
     assert r["psnr_late"] < r["psnr_drift_free_late"] + 1.0
+
+
+def test_explored_frames_are_the_engines_and_move_the_windows(walks):
+    """`explore`: the open loop shows (and holds) the engine's first frames; repeat-last
+    and warp-last start from the last of them; the early window and the curves move on."""
+    world, episodes = walks
+    w = world("repeat")
+    f = w.chunk_frames
+    walk = generate_walk(w, episodes[0], drift_free=False, explore=2 * f)
+    np.testing.assert_array_equal(walk["open_loop"][:2 * f], episodes[0].rgb[:2 * f])
+    np.testing.assert_array_equal(walk["repeat"][-1], episodes[0].rgb[2 * f - 1])
+    np.testing.assert_array_equal(walk["warp"][:2 * f], episodes[0].rgb[:2 * f])
+    r = long_horizon(w, episodes, drift_free=False, explore=2 * f)
+    assert r["given_frames"] == 2 * f and "psnr_drift_free_late" not in r
+    assert r["window_early"] == [33 + f, 64 + f] and r["window_late"] == [65 + f, 80]
+    late = np.arange(64 + f, 80) - (2 * f - 1)  # grey levels from the last given frame
+    assert r["psnr_repeat_late"] == pytest.approx(np.mean(20 * np.log10(255 / late)), abs=1e-3)
+    assert r["curves"]["frame"][0] == 2 * f + 6
+    for bad in (f + 1, -f, True, 40):  # not whole chunks, negative, a bool, too long a walk
+        with pytest.raises(ValueError, match="explore"):
+            long_horizon(w, episodes, explore=bad)
 
 
 def test_motion_and_bad_walks(walks):
@@ -164,8 +185,8 @@ def test_table_loops_pairs_methods_by_seed_on_the_same_loop_walks(tmp_path):
     out, cache = tmp_path / "loops.json", tmp_path / "cache"
     args = ["table", "loops", "--model", f"tf={w}", "--model", f"tf_seed1={w}", "--model",
             f"x={w}", "--model", f"x_seed1={w}", "--reference", "tf", "--walks", "2",
-            "--frames", "72", "--seed", "1400000", "--threads", "1", "--cache", str(cache),
-            "--out", str(out)]
+            "--frames", "72", "--explore", "0", "--seed", "1400000", "--threads", "1",
+            "--cache", str(cache), "--out", str(out)]
     assert main(args) == 0
     table = json.loads(out.read_text())
     b = table["engines"]["procedural"]

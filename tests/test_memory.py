@@ -298,7 +298,8 @@ def test_composite_paints_what_the_cache_holds_and_the_world_draws_the_rest(
         x = stream.step(torch.randn((1, f, 4, 4, 4), generator=g), cond, 1, g)
         drawn = w.decode(x)
         if composite == "cache":  # generate's renders, kept for the paint, change nothing
-            alone = [stream._paint(frame, pose)[0] for frame, pose in zip(drawn, ep.c2w[:f])]
+            poses = cond["c2w"][0].double().numpy()  # the cameras the stream rendered
+            alone = [stream._paint(frame, pose)[0] for frame, pose in zip(drawn, poses)]
         shown[composite] = (drawn, stream.show(drawn, ep.depth[:f]))
         if composite == "cache":  # the world goes on from what it showed
             again = w.encode(shown["cache"][1])  # (1, f, c, h, w)
@@ -325,6 +326,29 @@ def drawn_at_first_chunk(world, ep):
     g = torch.Generator().manual_seed(0)
     x = stream.step(torch.randn((1, f, 4, 4, 4), generator=g), cond, 1, g)
     return stream, world.decode(x)
+
+
+def test_paint_blend_is_the_painted_renders_soft_z_buffer(tmp_path, world_dir, store):
+    """sample.paint_blend: the pixels a point lands on show `render_splats` at that blend
+    (0: the nearest point alone); a negative blend is refused by the config."""
+    from worldlab.config import make_config
+
+    world = memory_world(tmp_path, world_dir, store, "cache3d_own")
+    ep = store.read(store.ids()[0])
+    shown = {}
+    for blend in (0.0, 1.0):
+        w = dataclasses.replace(world, config=dataclasses.replace(world.config, sample=(
+            dataclasses.replace(world.config.sample, composite="cache", paint_blend=blend))))
+        stream, drawn = drawn_at_first_chunk(w, ep)
+        pose = stream.bank.poses([len(stream.bank) - 1])[0][0]
+        frame, _ = stream._paint(drawn[0], pose)
+        rgb, _, landed = stream.points.render_splats(pose, stream.K, *frame.shape[:2], (1,),
+                                                     blend)[1]
+        assert landed.mean() > 0.3 and np.array_equal(frame[landed], rgb[landed])
+        shown[blend] = frame
+    assert (shown[0.0] != shown[1.0]).any()
+    with pytest.raises(ValueError, match="sample.paint_blend"):
+        make_config("tiny", sample__paint_blend=-0.5)
 
 
 def test_the_own_cache_fuses_a_painted_pixel_where_the_cache_rendered_it(

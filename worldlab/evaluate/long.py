@@ -4,8 +4,9 @@ play against the engine, with references that isolate drift.
 Each held-out walk (random starts over the level, the player invulnerable, the engine
 replaying the actions) is generated five ways, frame for frame:
 
-    open loop    the first chunk from the engine, every later chunk from the model's own
-                 previous chunks: what a player sees
+    open loop    the first chunk from the engine (or the first `explore` frames: the
+                 player has explored the place before the world plays on), every later
+                 chunk from the model's own previous chunks: what a player sees
     drift-free   each chunk generated from the engine's own previous chunks (teacher
                  forced all along) with the same noise: the same model without drift, so
                  open loop minus drift-free is the drift alone, not what the world never saw
@@ -19,7 +20,8 @@ open loop; `drift_free=False` leaves it out (a table computes it for its referen
 
 Per frame: PSNR and SSIM against the engine, sharpness (variance of the Laplacian of the
 grey frame) and motion (mean absolute difference from the previous frame, 0-255). Windows:
-frames 33-64 (`early`) and the last 100 frames (`late`; 900-999 of a 1,000-frame walk).
+frames 33-64 (`early`; later by the frames explored beyond the first chunk) and the last
+100 frames (`late`; 901-1,000 of a 1,000-frame walk).
 Ratios are of means over the window's frames of all walks; motion catches the freezing
 anti-drift training is known to cause, colour distance the palette drift, the realism
 distance (`realism.py`, with the walks' engine) the blur PSNR forgives. **Loop closure**:
@@ -56,9 +58,13 @@ LOOP_OVERLAP = 0.5  # share of its pixels that earlier view covers
 
 @torch.no_grad()
 def generate_walk(world: World, episode, seed: int = 0, progress=None,
-                  drift_free: bool = True) -> dict:
+                  drift_free: bool = True, explore: int = 0) -> dict:
     """The streams of one walk (`STREAMS`; drift-free only if asked), uint8 (T, h, w, 3)
     each, plus the engine's frames.
+
+    The open loop is given the engine's first chunk, or its first `explore` frames (whole
+    chunks): its KV window and memory hold them as the drift-free stream's do, and it shows
+    them; repeat-last and warp-last start from the last given frame.
 
     Both model streams stream chunk by chunk with their own KV cache (and, for a world with
     memory, their own memory: the drift-free stream's holds the engine's chunks) and draw
@@ -66,6 +72,7 @@ def generate_walk(world: World, episode, seed: int = 0, progress=None,
     context noise) apply to both."""
     f, dev = world.chunk_frames, world.device
     T = len(episode) // f * f
+    given = given_frames(explore, f, T)
     rgb = episode.rgb[:T]
     truth = world.encode(rgb)  # (1, T, c, h', w')
     actions, c2w, captions = episode_conditions(world, episode, 0, T)
@@ -83,6 +90,11 @@ def generate_walk(world: World, episode, seed: int = 0, progress=None,
         noise = torch.randn((1, f, *truth.shape[2:]), generator=noise_gen).to(dev)
         part = slice(j * f, (j + 1) * f)
         for name, stream in streams.items():
+            if name == "open_loop" and j * f < given:  # explored: the engine's chunk
+                frames[name].append(rgb[part])
+                stream.append_truth(truth[:, part], cond, rgb[part],
+                                    engine_depth(episode, j * f, f))
+                continue
             x = stream.generate(noise, cond)
             if name == "open_loop":
                 stream.append(x, cond, context_gen)
@@ -96,10 +108,21 @@ def generate_walk(world: World, episode, seed: int = 0, progress=None,
         if progress is not None:
             progress(1)
     out = {name: np.concatenate(v) for name, v in frames.items()}
-    out["repeat"] = np.broadcast_to(rgb[f - 1], rgb.shape)
-    out["warp"] = np.concatenate([rgb[:f], warp_baseline(episode, f - 1, range(f, T))])
+    out["repeat"] = np.broadcast_to(rgb[given - 1], rgb.shape)
+    out["warp"] = np.concatenate([rgb[:given], warp_baseline(episode, given - 1,
+                                                             range(given, T))])
     out["engine"] = rgb
     return out
+
+
+def given_frames(explore: int, f: int, T: int) -> int:
+    """The frames the open loop is given: the first chunk, or `explore` frames (a whole
+    number of chunks, fewer than the walk's T)."""
+    if isinstance(explore, bool) or not isinstance(explore, int) or explore < 0 \
+            or explore % f or explore >= T:
+        raise ValueError(f"explore must be a whole number of {f}-frame chunks, >= 0 and "
+                         f"fewer than the walk's {T} frames, got {explore!r}")
+    return max(explore, f)
 
 
 def motion(frames: np.ndarray) -> np.ndarray:
@@ -147,21 +170,24 @@ def loop_closure_scores(scores: list[dict], loops: list[np.ndarray]) -> dict:
     return out
 
 
-def _window(T: int, which: str) -> slice:
+def _window(T: int, which: str, explored: int = 0) -> slice:
+    """Frames of a window: `early` is EARLY moved on by the `explored` frames given beyond
+    the first chunk, `late` the walk's last LATE_FRAMES frames after it."""
     if which == "early":
-        return slice(*EARLY)
-    return slice(max(T - LATE_FRAMES, EARLY[1]), T)
+        return slice(EARLY[0] + explored, EARLY[1] + explored)
+    return slice(max(T - LATE_FRAMES, EARLY[1] + explored), T)
 
 
-def summarise(walks: list[dict], scores: list[dict], context: int) -> dict:
+def summarise(walks: list[dict], scores: list[dict], context: int, explored: int = 0
+              ) -> dict:
     """The window scores (keys like `psnr_late`) and the curves (means over walks, one point
     per CURVE_STRIDE frames from the first generated frame on: the `context` frames are the
-    engine's own) of walks of equal length."""
+    engine's own, `explored` of them beyond the first chunk) of walks of equal length."""
     T = len(walks[0]["engine"])
     mean = {k: np.mean([s[k] for s in scores], axis=0) for k in scores[0]}  # (T,) each
     result = {}
     for which in ("early", "late"):
-        w = _window(T, which)
+        w = _window(T, which, explored)
         m = {k: float(v[w].mean()) for k, v in mean.items()}
         pooled = {name: np.concatenate([walk[name][w] for walk in walks])
                   for name in ("open_loop", "drift_free", "engine") if name in walks[0]}
@@ -216,23 +242,29 @@ def realism_late(walks: list[dict], window: slice, engine: str | None, size: int
 
 
 def long_horizon(world: World, episodes, seed: int = 0, progress=None,
-                 drift_free: bool = True, engine: str | None = None) -> dict:
-    """The protocol on held-out walks `episodes` of equal length: window scores, loop
-    closure and (with the walks' `engine`) realism in the late window, curves and per-walk
-    late PSNRs."""
-    lengths = {len(ep) // world.chunk_frames for ep in episodes}
-    if len(lengths) != 1 or min(lengths) * world.chunk_frames <= EARLY[1]:
+                 drift_free: bool = True, engine: str | None = None, explore: int = 0) -> dict:
+    """The protocol on held-out walks `episodes` of equal length, the open loop given the
+    first chunk or `explore` frames (`generate_walk`): window scores, loop closure and (with
+    the walks' `engine`) realism in the late window, curves and per-walk late PSNRs."""
+    f = world.chunk_frames
+    lengths = {len(ep) // f for ep in episodes}
+    if len(lengths) != 1 or min(lengths) * f <= EARLY[1]:
         raise ValueError(f"long_horizon needs walks of one length, longer than {EARLY[1]} "
                          f"frames; got {sorted(len(ep) for ep in episodes)}")
-    walks = [generate_walk(world, ep, seed + 2 * k, progress, drift_free)
+    given = given_frames(explore, f, min(lengths) * f)
+    if given - f + EARLY[1] >= min(lengths) * f:
+        raise ValueError(f"explore={explore} leaves too short an open loop in a "
+                         f"{min(lengths) * f}-frame walk: its early window ends "
+                         f"{EARLY[1] - f} frames after the given {given}")
+    walks = [generate_walk(world, ep, seed + 2 * k, progress, drift_free, explore)
              for k, ep in enumerate(episodes)]
     scores = [walk_scores(w) for w in walks]
-    late = _window(len(walks[0]["engine"]), "late")
+    late = _window(len(walks[0]["engine"]), "late", given - f)
     loops = [loop_closure_frames(ep, late) for ep in episodes]
     realism = realism_late(walks, late, engine, world.size) if engine else {}
-    return {**summarise(walks, scores, world.chunk_frames),
+    return {**summarise(walks, scores, given, given - f),
             **loop_closure_scores(scores, loops), **realism, "walks": len(walks),
-            "frames": len(walks[0]["engine"]),
+            "frames": len(walks[0]["engine"]), "given_frames": given,
             "psnr_late_per_walk": [float(s["psnr_open_loop"][late].mean()) for s in scores]}
 
 

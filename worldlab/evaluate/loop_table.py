@@ -10,6 +10,12 @@ next-chunk score: the engine's chunks as context all along).
         --model self_rollout=runs/long/worlds/self_rollout --reference teacher_forcing \
         --engine procedural --block procedural --walks 16 --frames 1000 --seed 1400000
 
+`--explore N` (default 288) gives every world the engine's first N frames (the player has
+walked the loops' first lap before the world plays on): the world has seen the places the
+late frames return to, so memory can be scored against them. Without it, a world's first
+lap is its own invention, and a late frame that recalls it perfectly is still scored
+against the engine.
+
 The table holds one block, `engines.<--block>`; each world's scores are cached under
 --cache, so a rerun measures only what is missing.
 """
@@ -20,12 +26,12 @@ import numpy as np
 
 from ..pretrained import load_world
 from ..threads import use_threads
-from .long import LOOP_GAP, LOOP_OVERLAP, long_horizon
+from ..viz import frame_grid
+from .long import LOOP_GAP, LOOP_OVERLAP, generate_walk, given_frames, long_horizon
 from .memory_bars import Bar, bar_rows
-from .protocols import heldout_episodes
+from .protocols import whole_walks
 from .report import print_table
 from .stats import bootstrap, paired_seed_rows, seed_groups
-from .strip import rollout_strip
 from .table_io import (best_row, cache_key, cached, paired_models, relative,
                        seed_row, with_engines_of, write_scores, write_strip, write_table)
 
@@ -73,19 +79,10 @@ def loop_bar_values(b: dict, best: str, reference: str) -> dict:
 
 def loop_walks(n: int, frames: int, size: int, engine: str, maps: tuple, seed: int,
                **opts) -> tuple[list, dict]:
-    """`n` whole walks of the loops player from random starts (a walk that ends early is
-    left out and counted, and the next seed tried) and how many seeds that took."""
-    walks, tried, short = [], 0, []
-    while len(walks) < n:
-        batch = heldout_episodes(engine, n - len(walks), frames, size, POLICY,
-                                 seed=seed + tried, start="random", maps=maps or None, **opts)
-        short += [seed + tried + k for k, ep in enumerate(batch) if len(ep) < frames]
-        walks += [ep for ep in batch if len(ep) >= frames]
-        tried += len(batch)
-        if tried > 4 * n:
-            raise RuntimeError(f"only {len(walks)} of {tried} loop walks lasted {frames} "
-                               f"frames (seeds from {seed}); expected {n}")
-    return walks, {"seeds_tried": tried, "ended_early": short}
+    """`n` whole walks of the loops player from random starts (`protocols.whole_walks`: a
+    walk that ends early is left out and counted, and the next seed tried)."""
+    return whole_walks(engine, n, frames, size, seed, POLICY, start="random",
+                       maps=maps or None, **opts)
 
 
 def _mean(values) -> float | None:
@@ -139,8 +136,9 @@ def block(scores: dict, reference: str, walks: dict) -> dict:
                              f"score, not a ceiling of open loop"}
 
 
-def _score(world, walks, drift_free: bool, engine: str) -> dict:
-    return {**long_horizon(world, walks, drift_free=drift_free, engine=engine),
+def _score(world, walks, drift_free: bool, engine: str, explore: int) -> dict:
+    return {**long_horizon(world, walks, drift_free=drift_free, engine=engine,
+                           explore=explore),
             "sampling_steps": world.config.sample.steps}
 
 
@@ -156,11 +154,11 @@ def cli(args) -> int:
     opts = OPTS[args.engine]
     walks, info = loop_walks(args.walks, args.frames, sizes.pop(), args.engine, maps,
                              args.seed, **opts)
-    key = (args.engine, maps, opts, POLICY, args.walks, args.frames, args.seed)
+    key = (args.engine, maps, opts, POLICY, args.walks, args.frames, args.seed, args.explore)
     reference_names = set(seed_groups(models).get(args.reference, ()))
     scores = {n: cached(f"{args.cache}/{n}-{cache_key(models[n], *key)}.json",
                         lambda w=w, n=n: _score(w, walks, n in reference_names,
-                                                args.engine))
+                                                args.engine, args.explore))
               for n, w in worlds.items()}
     if args.score_only:
         write_scores(args.out, scores, models)
@@ -168,12 +166,15 @@ def cli(args) -> int:
     described = {"walks": len(walks), "frames_per_walk": args.frames, "policy": POLICY,
                  "engine": args.engine, "maps": list(maps), "engine_options": opts,
                  "start": "random", "first_seed": args.seed,
+                 "given_frames": scores[next(iter(scores))]["given_frames"],
                  "walk_seeds_tried": info["seeds_tried"], "ended_early": info["ended_early"],
                  "late_window": scores[next(iter(scores))]["window_late"],
                  "loop_closure": {"min_gap_frames": LOOP_GAP, "min_overlap": LOOP_OVERLAP}}
-    table = {"what": "the long-horizon protocol on loop walks: open loop from the first "
-                     "chunk; late = the last 100 frames; loop closure = late frames whose "
-                     "view a frame more than 100 frames earlier covers by half",
+    given = (f"the engine's first {args.explore} frames (the loops' first lap) given"
+             if args.explore else "the first chunk given")
+    table = {"what": f"the long-horizon protocol on loop walks: open loop after {given}; "
+                     "late = the last 100 frames; loop closure = late frames whose view a "
+                     "frame more than 100 frames earlier covers by half",
              "reference": args.reference, "budget": args.budget, "threads": args.threads,
              "models": {n: relative(p) for n, p in models.items()},
              "engines": {args.block: block(scores, args.reference, described)}}
@@ -181,7 +182,8 @@ def cli(args) -> int:
     b["best"] = best_row(b, args.reference, args.best_from, args.block, "methods", "psnr_late")
     b["bars"] = loop_bar_values(b, b["best"]["name"], args.reference)
     if args.strip:
-        b["strip"] = _strip(worlds, [args.reference, b["best"]["name"]], walks[0], args.out)
+        b["strip"] = _strip(worlds, [args.reference, b["best"]["name"]], walks[0], args.out,
+                            args.explore)
     write_table(args.out, with_engines_of(table, args.beside) if args.beside else table)
     print(f"{args.block} ({b['walks']} walks of {args.frames} frames, "
           f"{b['loop_closure_frames']} loop-closure frames in the late window): "
@@ -194,14 +196,19 @@ def cli(args) -> int:
     return 0
 
 
-def _strip(worlds: dict, names: list[str], walk, out) -> dict:
-    """Frames 100, 500 and the last of the first walk (`strip.rollout_strip`: each world
-    open loop from the first chunk) for the worlds `names` (first seeds), as a PNG beside
-    the table: rows engine | each world."""
+def _strip(worlds: dict, names: list[str], walk, out, explore: int) -> dict:
+    """Frames 100 and about 500 of the open loop and the walk's last, of the first walk as
+    scored (`generate_walk`, its noise), for the worlds `names` (first seeds), as a PNG
+    beside the table: rows engine | each world."""
     names = list(dict.fromkeys(names))
-    f = worlds[names[0]].chunk_frames
-    last = len(walk) // f * f
-    at = tuple(n - f for n in (100, 500) if n < last) + (last - f,)
-    image = rollout_strip({n: worlds[n] for n in names}, walk, at)
+    streams = {n: generate_walk(worlds[n], walk, drift_free=False, explore=explore)
+               for n in names}
+    first = streams[names[0]]
+    T = len(first["engine"])
+    given = given_frames(explore, worlds[names[0]].chunk_frames, T)
+    at = sorted({min(given + 100, T), min(given + 500, T), T})  # 1-based frames
+    rows = [first["engine"], *(streams[n]["open_loop"] for n in names)]
+    image = frame_grid(np.concatenate([r[[a - 1 for a in at]] for r in rows]), cols=len(at),
+                       pad=2)
     return {"file": write_strip(out, image).name, "walk_seed": walk.meta.get("seed"),
-            "rows": ["engine", *names], "frames": [f + s for s in at]}
+            "rows": ["engine", *names], "frames": at}

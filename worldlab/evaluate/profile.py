@@ -128,10 +128,18 @@ def _timed_chunk(world: World, stream, cond: dict, noise, twin: _Twin | None) ->
             "engine": engine, "python": wall - transformer - decode - engine, "wall": wall}
 
 
-@torch.no_grad()
 def profile_world(world: World, chunks: int = 8, twin: bool = False, seed: int = 0) -> dict:
     """Milliseconds per chunk of each of COMPONENTS and of the wall time: medians over
     `chunks` chunks after the cache is full (see the module docstring)."""
+    rows = profile_chunks(world, chunks, twin, seed)
+    return {k: 1e3 * float(np.median([r[k] for r in rows])) for k in (*COMPONENTS, "wall")}
+
+
+@torch.no_grad()
+def profile_chunks(world: World, chunks: int = 8, twin: bool = False, seed: int = 0
+                   ) -> list[dict]:
+    """Seconds of each of COMPONENTS and of the wall time, per chunk, for `chunks` chunks
+    after the cache is full: on each chunk the components sum to its wall time."""
     if world.config.sample.compile:
         raise ValueError("bench profile hooks the eager transformer; load the world with "
                          "sample.compile=False")
@@ -150,7 +158,7 @@ def profile_world(world: World, chunks: int = 8, twin: bool = False, seed: int =
     finally:
         if eng is not None:
             eng.engine.close()
-    return {k: 1e3 * float(np.median([r[k] for r in rows])) for k in (*COMPONENTS, "wall")}
+    return rows
 
 
 def bench_profile(checkpoint=None, chunks: int = 8, twin: bool = False,

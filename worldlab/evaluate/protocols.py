@@ -250,6 +250,25 @@ def heldout_episodes(engine: str, n: int, frames: int, size: int,
             for k in range(n)]
 
 
+def whole_walks(engine: str, n: int, frames: int, size: int, seed: int,
+                policy: str | tuple[str, ...] = "mix", **opts) -> tuple[list, dict]:
+    """`n` held-out walks (`heldout_episodes` from `seed` on, with `policy` and `opts`) that
+    last `frames` frames: a walk that ends early (the player died or left the map) is left
+    out and counted, and the next seed tried; and {"seeds_tried", "ended_early": seeds}."""
+    walks, tried, short = [], 0, []
+    while len(walks) < n:
+        batch = heldout_episodes(engine, n - len(walks), frames, size, policy,
+                                 seed=seed + tried, **opts)
+        short += [seed + tried + k for k, ep in enumerate(batch) if len(ep) < frames]
+        walks += [ep for ep in batch if len(ep) >= frames]
+        tried += len(batch)
+        if len(walks) < n and tried >= 4 * n:
+            raise RuntimeError(f"only {len(walks)} of {tried} {engine} walks lasted {frames} "
+                               f"frames (seeds from {seed}; ended early: {short}); expected "
+                               f"{n}")
+    return walks, {"seeds_tried": tried, "ended_early": short}
+
+
 @torch.no_grad()
 def autoencoder_scores(ae, episodes, max_frames: int = 1024) -> dict:
     """An autoencoder (a world's `.ae`) on the episodes' frames (the first `max_frames`): psnr,

@@ -177,14 +177,32 @@ def _loops(p) -> None:
     _score_only(p)
     p.add_argument("--engine", choices=("doom", "procedural"), default="procedural")
     p.add_argument("--maps", default="MAP04", help="DOOM maps of the walks (comma-separated)")
-    _best_and_strip(p, "frames 100, 500 and the last of the first walk, engine | the "
-                       "reference | the best method")
+    p.add_argument("--explore", type=int, default=288,
+                   help="frames of each walk given from the engine before the open loop (a "
+                        "whole number of chunks; default: the loops' first lap); 0: one chunk")
+    _best_and_strip(p, "frames 100 and 500 of the open loop and the last of the first walk, "
+                       "engine | the reference | the best method")
     _blocks(p, "procedural")
+
+
+def _defaults(p) -> None:
+    p.add_argument("--world", action="append", required=True, metavar="NAME=DIR",
+                   help="a default world (repeat: doom64=..., proc64=...)")
+    p.add_argument("--old", action="append", required=True, metavar="NAME=DIR",
+                   help="the default it replaces, scored on the same walks (one per --world)")
+    p.add_argument("--walks", type=int, default=32, help="held-out walks per world")
+    p.add_argument("--event-walks", type=int, default=32,
+                   help="prompted and unprompted walks for the events (0: none)")
+    p.add_argument("--seed", type=int, default=1_100_000, help="the first walk's seed")
+    p.add_argument("--cache", default="runs/worlds/scores")
+    p.add_argument("--threads", type=int, default=2)
 
 
 # sub-command -> (module with cli(args), the table's default JSON under runs/tables/, its
 # arguments, help): a new table is a module plus one line here
 TABLE_COMMANDS: dict[str, tuple] = {
+    "defaults": ("worldlab.evaluate.defaults_table", "worlds.json", _defaults,
+                 "each default world against the default it replaces, with the bars"),
     "worlds": ("worldlab.evaluate.compare_worlds", "worlds.json", _worlds,
                "old world against new (or --autoencoders alone) on the engine's ground truth"),
     "memory": ("worldlab.evaluate.memory_table", "memory.json", _memory,

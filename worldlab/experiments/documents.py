@@ -120,7 +120,7 @@ def mean_sd(stats: dict) -> str:
 # The tables
 # ----------------------------------------------------------------------------------------
 
-# A one-line description of each shipped file without a `title` or `description` field
+# A one-line description of a shipped file (before its `title` or `description` field)
 DESCRIPTIONS = {
     "autoencoder_doom64_v1.json": "the wave-1 autoencoder's reconstruction scores",
     "autoencoders.json": "five autoencoders on the same data: 8x vs 4x, decoder only vs whole, "
@@ -162,13 +162,15 @@ DESCRIPTIONS = {
 
 
 def describe(r: Result) -> str:
+    """The file's line in DESCRIPTIONS, else its `title` or `description` (a spec that
+    ships several tables gives each its own title, so the line comes first)."""
+    if r.name in DESCRIPTIONS:
+        return DESCRIPTIONS[r.name]
     for key in ("title", "description"):
         if r.data.get(key):
             return " ".join(str(r.data[key]).split())
-    if r.name not in DESCRIPTIONS:
-        raise ValueError(f"data/results/{r.name} has no key 'title' or 'description' and no "
-                         f"line in documents.DESCRIPTIONS: add one of them")
-    return DESCRIPTIONS[r.name]
+    raise ValueError(f"data/results/{r.name} has no key 'title' or 'description' and no "
+                     f"line in documents.DESCRIPTIONS: add one of them")
 
 
 def index(results: Path) -> Rendered:
@@ -458,7 +460,7 @@ TABLES: dict[str, Callable[[Path], Rendered]] = {
     "fast_decoder": fast_decoder,
     "memory": memory,
     "geometry": geometry,
-    "recall": recall,
+    "geometry_recall": recall,
     "long_horizon": long_horizon,
     "autoencoders": autoencoders,
     "browser_play": browser_play,

@@ -90,9 +90,20 @@ def _empty(h: int, w: int):
             np.zeros((h, w), bool))
 
 
+def _check_blend(blend) -> float:
+    if isinstance(blend, bool) or not isinstance(blend, (int, float)) or not blend >= 0:
+        raise ValueError(f"blend must be a share of depth >= 0, got {blend!r}")
+    return float(blend)
+
+
 def _splat_projected(uv: np.ndarray, z: np.ndarray, colors: np.ndarray, h: int, w: int,
-                     splat: int):
-    """`splat_points` from the points' pixels uv (n, 2) and depths z (n,) in the camera."""
+                     splat: int, blend: float = 0.0):
+    """`splat_points` from the points' pixels uv (n, 2) and depths z (n,) in the camera.
+
+    `blend` > 0 is a soft z-buffer: a pixel's colour is the mean of the points whose depth
+    is within (1 + blend) times its nearest, not the nearest point's alone; its depth is
+    still the nearest. Points fused with noisy depth scatter in front of and behind their
+    surface, and the nearest of them is the most wrong."""
     rgb, depth, _ = _empty(h, w)
     # the s x s block of pixels whose centres are nearest starts at floor(u - (s - 1) / 2);
     # keep the points in front whose block has a pixel in the image
@@ -109,15 +120,33 @@ def _splat_projected(uv: np.ndarray, z: np.ndarray, colors: np.ndarray, h: int, 
     # in O(n): the nearest depth of each pixel, then among the points at that depth the
     # first (the lowest point index, as a stable sort by (pixel, depth) would)
     near = np.full((h + 2 * pad) * wp, np.inf)
-    np.minimum.at(near, flat.ravel(), np.repeat(zk, splat * splat))
+    zs = np.repeat(zk, splat * splat)  # (m * s * s,) the depth of each splatted pixel
+    np.minimum.at(near, flat.ravel(), zs)
     win_pt, win_off = np.nonzero(near[flat] == zk[:, None])
     owner = np.full(len(near), len(keep), np.int64)
     np.minimum.at(owner, flat[win_pt, win_off], win_pt)
     owner = owner.reshape(h + 2 * pad, wp)[pad:pad + h, pad:pad + w]
     mask = owner < len(keep)
-    rgb[mask] = colors[keep[owner[mask]]]
+    if blend:
+        mean = _blended(flat.ravel(), zs, near, np.repeat(colors[keep], splat * splat, axis=0),
+                        blend)
+        rgb[mask] = mean.reshape(h + 2 * pad, wp, 3)[pad:pad + h, pad:pad + w][mask]
+    else:
+        rgb[mask] = colors[keep[owner[mask]]]
     depth[mask] = near.reshape(h + 2 * pad, wp)[pad:pad + h, pad:pad + w][mask]
     return rgb, depth, mask
+
+
+def _blended(pixel: np.ndarray, z: np.ndarray, near: np.ndarray, colors: np.ndarray,
+             blend: float) -> np.ndarray:
+    """uint8 (len(near), 3): per z-buffer pixel the mean colour of the splats (`pixel`,
+    `z`, `colors` (m, 3), one row per point and pixel of its block) within (1 + blend)
+    times its nearest depth `near`; 0 where none landed."""
+    ok = z <= near[pixel] * (1 + blend)
+    at, n = pixel[ok], len(near)
+    count = np.maximum(np.bincount(at, minlength=n), 1)
+    mean = [np.bincount(at, weights=colors[ok, c], minlength=n) / count for c in range(3)]
+    return np.clip(np.rint(np.stack(mean, axis=1)), 0, 255).astype(np.uint8)
 
 
 def _valid_points(depth: np.ndarray, K: np.ndarray, c2w: np.ndarray, keep=None):
@@ -337,12 +366,14 @@ class PointCache:
         return splat_points(self.points, self.colors, camera.check_c2w(c2w),
                             camera.check_K(K), h, w, splat)
 
-    def render_splats(self, c2w, K, h: int, w: int, splats: tuple[int, ...]) -> dict:
+    def render_splats(self, c2w, K, h: int, w: int, splats: tuple[int, ...],
+                      blend: float = 0.0) -> dict:
         """{splat: render} for each footprint of `splats`, the points projected once: the
-        same renders as `render` at each."""
+        same renders as `render` at each (with `blend`, a soft z-buffer: `_splat_projected`)."""
         _check_size(h, w)
         splats = tuple(_check_splat(s) for s in splats)
+        blend = _check_blend(blend)
         if len(self.points) == 0:
             return {s: _empty(h, w) for s in splats}
         uv, z = camera.project(self.points, camera.check_K(K), camera.check_c2w(c2w))
-        return {s: _splat_projected(uv, z, self.colors, h, w, s) for s in splats}
+        return {s: _splat_projected(uv, z, self.colors, h, w, s, blend) for s in splats}

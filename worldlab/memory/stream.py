@@ -64,11 +64,12 @@ def cache_latent(autoencoder, points: PointCache, c2w: np.ndarray, K: np.ndarray
 
 
 def render_chunk(points: PointCache, c2w: np.ndarray, K: np.ndarray, size: int,
-                 splats: tuple[int, ...] = (CACHE_SPLAT,)) -> list[dict]:
+                 splats: tuple[int, ...] = (CACHE_SPLAT,), blend: float = 0.0) -> list[dict]:
     """[{splat: (rgb, depth, mask)}] of the point cache in each camera of c2w (f, 4, 4), the
     points projected once per camera: CACHE_SPLAT pixels a point is what the model reads
-    (`cache_latent`) and fills painted holes; one pixel a point is what is painted."""
-    return [points.render_splats(pose, K, size, size, splats) for pose in c2w]
+    (`cache_latent`) and fills painted holes; one pixel a point is what is painted. `blend`:
+    the soft z-buffer of `PointCache.render_splats` (sample.paint_blend when painting)."""
+    return [points.render_splats(pose, K, size, size, splats, blend) for pose in c2w]
 
 
 NO_MEMORY = MemoryConfig()  # every memory off: the plain KV stream
@@ -144,8 +145,10 @@ class Stream:
             if self.slots:
                 extra["memory"] = self._memory(c2w, (size, size))
             if self.points is not None:
-                splats = (CACHE_SPLAT, 1) if self.sample.composite == "cache" else (CACHE_SPLAT,)
-                renders = render_chunk(self.points, c2w, self.K, size, splats)
+                paint = self.sample.composite == "cache"
+                renders = render_chunk(self.points, c2w, self.K, size,
+                                       (CACHE_SPLAT, 1) if paint else (CACHE_SPLAT,),
+                                       self.sample.paint_blend if paint else 0.0)
                 # the cache does not change before `show` paints this chunk: kept for it
                 self._renders = (self._frames, c2w, renders)
                 if self.model.config.cache_latent:  # else the cache only paints
@@ -241,13 +244,15 @@ class Stream:
 
     def _paint(self, frame: np.ndarray, pose: np.ndarray, renders=None
                ) -> tuple[np.ndarray, np.ndarray]:
-        """One frame (H, W, 3) painted with the cache's render into camera `pose`: every
-        pixel a point lands on, and the holes between them (a pixel three of whose four
-        neighbours are painted) from the CACHE_SPLAT render; the world's pixels elsewhere.
+        """One frame (H, W, 3) painted with the cache's render into camera `pose` (a soft
+        z-buffer, sample.paint_blend): every pixel a point lands on, and the holes between
+        them (a pixel three of whose four neighbours are painted) from the CACHE_SPLAT
+        render; the world's pixels elsewhere.
         Returns (the frame, the render's depth (H, W) at the painted pixels, inf
         elsewhere). `renders` ({splat: render}) when `generate` made them already."""
         h, w = frame.shape[:2]
-        renders = renders or self.points.render_splats(pose, self.K, h, w, (1, CACHE_SPLAT))
+        renders = renders or self.points.render_splats(pose, self.K, h, w, (1, CACHE_SPLAT),
+                                                       self.sample.paint_blend)
         (one, d1, landed), (two, d2, near) = renders[1], renders[CACHE_SPLAT]
         p = np.pad(landed, 1)
         around = (p[:-2, 1:-1].astype(np.int8) + p[2:, 1:-1] + p[1:-1, :-2] + p[1:-1, 2:])
