@@ -30,6 +30,7 @@ def test_a_world_and_the_one_it_replaces_share_walks_and_the_same_world_scores_t
     b = json.loads(out.read_text())["worlds"]["proc"]
     new, old = b["world"], b["old"]["world"]
     assert b["walks"] == 2 and b["engine"] == "procedural" and b["frames_per_walk"] == 136
+    assert b["seeds_tried"] == 2 + len(b["ended_early"]) and b["heldout_map_walks"] is None
     assert new == old  # the same world on the same walks
     for key in ("next_chunk_psnr", "baseline_warp_psnr", "baseline_repeat_psnr",
                 "autoencoder_psnr", "rollout128_psnr_mean", "rollout128_repeat_psnr_mean",

@@ -17,8 +17,8 @@ import torch
 from worldlab import camera
 from worldlab.episodes import Episode, PromptSegment, make_meta
 from worldlab.evaluate.memory_rollout import cost_summary
-from worldlab.evaluate.revisit import (PSNR_MAX, bootstrap_interval, coverage, masked_psnr,
-                                       oracle_frames, reference_scores, return_pairs, revisit)
+from worldlab.evaluate.revisit import (PSNR_MAX, bootstrap_interval, coverage, covered_frames,
+                                       masked_psnr, oracle_frames, reference_scores, return_pairs, revisit)
 from worldlab.memory.cache3d import backward_warp
 from worldlab.metrics import frame_psnr
 from worldlab.pretrained import World
@@ -98,6 +98,24 @@ def test_coverage_is_backward_warps_valid_share():
                                     src_depth=ep.depth[i], src_K=ep.K[i])
             assert cov[i] == pytest.approx(mask.sum() / finite.sum(), abs=1e-12)
     assert len(coverage(ep, 30, [])) == 0
+
+
+def test_covered_frames_are_the_return_frames_at_any_batch():
+    from worldlab.episodes import record_episode
+
+    ep = record_episode("procedural", 3, 120, SIZE, "asymmetric_return", start="random")
+    frames = range(40, 120)
+    want = [j for j, _, _ in return_pairs(ep, 25, 0.5, start=40)]
+    assert want  # the walk comes back
+    for batch in (1, 7, 64, 200):
+        np.testing.assert_array_equal(covered_frames(ep, frames, 25, 0.5, batch=batch), want)
+    synthetic = sphere_turn(0)  # every frame from PERIOD on sees its own pose again
+    np.testing.assert_array_equal(covered_frames(synthetic, range(FRAMES), PERIOD),
+                                  np.arange(PERIOD, FRAMES))
+    with pytest.raises(ValueError, match="batch"):
+        covered_frames(ep, frames, 25, 0.5, batch=0)
+    with pytest.raises(ValueError, match="min_overlap"):
+        covered_frames(ep, frames, 25, 1.5)
 
 
 def test_masked_psnr_golden_values():

@@ -18,7 +18,8 @@ it ships (its own steps and decoder):
   distance of its 128 frames beside the autoencoder's and repeat-last's (`realism`);
 - prompted events: how often the kinds probe sees the prompted character after the prompt,
   and how often it sees one on the same walks unprompted, with intervals (`events`).
-A walk that ends early is replaced by the next seed and counted (`ended_early`). Each
+A walk that ends early is replaced by the next seed and counted (`ended_early`; on the
+held-out map under `heldout_map_walks`). Each
 world's scores are cached under --cache, so a rerun measures only what is missing.
 """
 
@@ -153,8 +154,8 @@ def block(name: str, new: Path, old: Path, args) -> dict:
     frames = 2 * f + HORIZON
     maps = TRAIN_MAPS if engine == "doom" else ()
     walks, info = walks_of(engine, args.walks, frames, size, args.seed, maps)
-    heldout = (walks_of(engine, args.walks, frames, size, args.seed, HELDOUT_MAP)[0]
-               if engine == "doom" else None)
+    heldout, heldout_info = (walks_of(engine, args.walks, frames, size, args.seed, HELDOUT_MAP)
+                             if engine == "doom" else (None, None))
     probes, events = None, None
     if args.event_walks:
         probes = load_shipped_probes(engine)
@@ -166,6 +167,7 @@ def block(name: str, new: Path, old: Path, args) -> dict:
     b = {"engine": engine, "walks": len(walks), "frames_per_walk": frames,
          "maps": list(maps), "heldout_map": list(HELDOUT_MAP) if heldout else [],
          "engine_options": OPTS[engine], "start": "random", "first_seed": args.seed, **info,
+         "heldout_map_walks": heldout_info,
          "checkpoint": relative(new), "world": scores["world"],
          "old": {"checkpoint": relative(old), "world": scores["old"]}}
     b["bars"] = bar_values(b)

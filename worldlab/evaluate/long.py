@@ -26,7 +26,7 @@ Ratios are of means over the window's frames of all walks; motion catches the fr
 anti-drift training is known to cause, colour distance the palette drift, the realism
 distance (`realism.py`, with the walks' engine) the blur PSNR forgives. **Loop closure**:
 the late frames whose view a frame more than LOOP_GAP frames earlier covers by at least
-LOOP_OVERLAP (the engine's depth and poses, `revisit.return_pairs`), where a world that
+LOOP_OVERLAP (the engine's depth and poses, `revisit.covered_frames`), where a world that
 kept the place can be scored against a target it has seen (walks of the `loops` player
 come back again and again).
 
@@ -45,7 +45,7 @@ from .baselines import warp_baseline
 from .generation import episode_conditions
 from .memory_rollout import engine_depth, memory_stream
 from .realism import engine_features, features_note, frechet_distance
-from .revisit import return_pairs
+from .revisit import covered_frames
 from .stats import combine_seeds
 
 EARLY = (32, 64)  # frames 33-64, 1-based, as the quick suite's horizon ends
@@ -149,9 +149,8 @@ def loop_closure_frames(episode, window: slice, min_gap: int = LOOP_GAP,
                         min_overlap: float = LOOP_OVERLAP) -> np.ndarray:
     """The frames of `window` (indices) whose view a frame more than `min_gap` frames
     earlier covers by at least `min_overlap`, from the engine's depth and poses."""
-    pairs = return_pairs(episode, min_gap + 1, min_overlap, start=window.start,
-                         frames=window.stop)
-    return np.array([j for j, _, _ in pairs], dtype=np.int64)
+    frames = range(max(window.start, min_gap + 1), min(window.stop, len(episode)))
+    return covered_frames(episode, frames, min_gap + 1, min_overlap)
 
 
 def loop_closure_scores(scores: list[dict], loops: list[np.ndarray]) -> dict:

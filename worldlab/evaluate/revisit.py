@@ -94,17 +94,22 @@ def coverage(episode, j: int, sources) -> np.ndarray:
     return seen.sum(axis=1) / ok.sum()
 
 
-def return_pairs(episode, min_gap: int = MIN_GAP, min_overlap: float = MIN_OVERLAP,
-                 start: int = 0, frames: int | None = None) -> list[tuple[int, int, float]]:
-    """The return frames of an episode: [(j, i*, coverage)] for frames j in [start, frames)
-    (default: all) whose best-covering outbound frame i* <= j - min_gap covers at least
-    `min_overlap` of their pixels with finite depth (`coverage`; ties: the earliest i)."""
+def _check_pairs(episode, min_gap, min_overlap) -> None:
     if isinstance(min_gap, bool) or not isinstance(min_gap, (int, np.integer)) or min_gap < 1:
         raise ValueError(f"min_gap must be a positive number of frames, got {min_gap!r}")
     if not 0 < min_overlap <= 1:
         raise ValueError(f"min_overlap must be a share in (0, 1], got {min_overlap!r}")
     if episode.depth is None:
-        raise ValueError("return_pairs needs the engine's depth; the episode has none")
+        raise ValueError("finding return frames needs the engine's depth; the episode has "
+                         "none")
+
+
+def return_pairs(episode, min_gap: int = MIN_GAP, min_overlap: float = MIN_OVERLAP,
+                 start: int = 0, frames: int | None = None) -> list[tuple[int, int, float]]:
+    """The return frames of an episode: [(j, i*, coverage)] for frames j in [start, frames)
+    (default: all) whose best-covering outbound frame i* <= j - min_gap covers at least
+    `min_overlap` of their pixels with finite depth (`coverage`; ties: the earliest i)."""
+    _check_pairs(episode, min_gap, min_overlap)
     T = len(episode) if frames is None else min(frames, len(episode))
     pairs = []
     for j in range(max(start, min_gap), T):
@@ -113,6 +118,25 @@ def return_pairs(episode, min_gap: int = MIN_GAP, min_overlap: float = MIN_OVERL
         if cov[i] >= min_overlap:
             pairs.append((j, i, float(cov[i])))
     return pairs
+
+
+def covered_frames(episode, frames, min_gap: int = MIN_GAP, min_overlap: float = MIN_OVERLAP,
+                   batch: int = 64) -> np.ndarray:
+    """The frames j of `frames` that some frame i <= j - min_gap covers by at least
+    `min_overlap` (`coverage`): the frames `return_pairs` keeps, without finding the best
+    i. Earlier frames are tried `batch` at a time, nearest first, and a frame stops at the
+    first batch that covers it: a loop walk's late frame is usually covered by its last lap,
+    so this costs a few batches where `return_pairs` scores every earlier frame."""
+    if isinstance(batch, bool) or not isinstance(batch, int) or batch < 1:
+        raise ValueError(f"batch must be a positive number of frames, got {batch!r}")
+    _check_pairs(episode, min_gap, min_overlap)
+    found = []
+    for j in frames:
+        for stop in range(j - min_gap + 1, 0, -batch):  # candidates [stop - batch, stop)
+            if coverage(episode, j, range(max(stop - batch, 0), stop)).max() >= min_overlap:
+                found.append(j)
+                break
+    return np.array(found, dtype=np.int64)
 
 
 def warp_pairs(frames: np.ndarray, episode, pairs) -> tuple[np.ndarray, np.ndarray]:
