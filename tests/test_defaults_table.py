@@ -25,9 +25,12 @@ def test_a_world_and_the_one_it_replaces_share_walks_and_the_same_world_scores_t
     out, cache = tmp_path / "worlds.json", tmp_path / "cache"
     args = ["table", "defaults", "--world", f"proc={w}", "--old", f"proc={w}", "--walks", "2",
             "--event-walks", "0", "--seed", "1100000", "--threads", "1", "--cache", str(cache),
+            "--budget", "no training",
             "--out", str(out)]
     assert main(args) == 0
-    b = json.loads(out.read_text())["worlds"]["proc"]
+    table = json.loads(out.read_text())
+    b = table["worlds"]["proc"]
+    assert table["budget"] == "no training"
     new, old = b["world"], b["old"]["world"]
     assert b["walks"] == 2 and b["engine"] == "procedural" and b["frames_per_walk"] == 136
     assert b["seeds_tried"] == 2 + len(b["ended_early"]) and b["heldout_map_walks"] is None

@@ -185,7 +185,7 @@ def cli(args) -> int:
         "what": "each default world against the default it replaces, on the same fresh "
                 "held-out walks (worldlab/evaluate/defaults_table.py)",
         "horizon": HORIZON, "sharpness_frames": SHARP_FRAMES, "next_chunk_starts": STARTS,
-        "threads": args.threads, "worlds": blocks})
+        "budget": args.budget, "threads": args.threads, "worlds": blocks})
     for name, b in blocks.items():
         w, o = b["world"], b["old"]["world"]
         print(f"{name} ({b['walks']} walks): next chunk {w['next_chunk_psnr']:.2f} (old "

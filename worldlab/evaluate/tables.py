@@ -194,6 +194,7 @@ def _defaults(p) -> None:
     p.add_argument("--event-walks", type=int, default=32,
                    help="prompted and unprompted walks for the events (0: none)")
     p.add_argument("--seed", type=int, default=1_100_000, help="the first walk's seed")
+    p.add_argument("--budget", default="", help="what the worlds cost to make, in words")
     p.add_argument("--cache", default="runs/worlds/scores")
     p.add_argument("--threads", type=int, default=2)
 
