@@ -57,6 +57,7 @@ def test_the_procedural_world_plays_with_its_cache_painting_on_request():
                                            paint=True)
     try:
         assert session.world.depth_head is not None
+        assert session.world.config.memory.cache_points == 262_144  # what the tables score
         session.reset(engine="procedural", seed=HELDOUT_SEED)
         for yaw in (15.0,) * 8 + (-15.0,) * 8:  # away and back: the cache paints the return
             session.step(Action(yaw=yaw))
