@@ -5,9 +5,13 @@ from __future__ import annotations
 
 import json
 
+import numpy as np
 import pytest
+from PIL import Image
 
 from worldlab.evaluate.defaults_table import BARS, bar_values
+from worldlab.pretrained import load_world
+from worldlab.viz import frame_grid
 
 from test_play import make_tiny_world
 
@@ -25,12 +29,17 @@ def test_a_world_and_the_one_it_replaces_share_walks_and_the_same_world_scores_t
     out, cache = tmp_path / "worlds.json", tmp_path / "cache"
     args = ["table", "defaults", "--world", f"proc={w}", "--old", f"proc={w}", "--walks", "2",
             "--event-walks", "0", "--seed", "1100000", "--threads", "1", "--cache", str(cache),
-            "--budget", "no training",
+            "--budget", "no training", "--strip",
             "--out", str(out)]
     assert main(args) == 0
     table = json.loads(out.read_text())
     b = table["worlds"]["proc"]
     assert table["budget"] == "no training"
+    strip = np.asarray(Image.open(tmp_path / "worlds_strip.png"))
+    size = load_world(w, device="cpu").size  # rows engine | old | world, 4 frames across
+    assert strip.shape == frame_grid(np.zeros((12, size, size, 3), np.uint8), cols=4,
+                                     pad=2).shape
+    assert b["strip"]["rows"] == ["engine", "old", "world"]
     new, old = b["world"], b["old"]["world"]
     assert b["walks"] == 2 and b["engine"] == "procedural" and b["frames_per_walk"] == 136
     assert b["seeds_tried"] == 2 + len(b["ended_early"]) and b["heldout_map_walks"] is None

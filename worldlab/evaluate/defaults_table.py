@@ -18,6 +18,8 @@ it ships (its own steps and decoder):
   distance of its 128 frames beside the autoencoder's and repeat-last's (`realism`);
 - prompted events: how often the kinds probe sees the prompted character after the prompt,
   and how often it sees one on the same walks unprompted, with intervals (`events`).
+`--strip` draws each world's first walk beside the table: rows engine | the old world | the
+world, open loop from one true chunk, frames STRIP_AT after it (`strip.rollout_strip`).
 A walk that ends early is replaced by the next seed and counted (`ended_early`; on the
 held-out map under `heldout_map_walks`). Each
 world's scores are cached under --cache, so a rerun measures only what is missing.
@@ -39,10 +41,12 @@ from .realism import realism_scores
 from .report import print_table
 from .shipped import load_shipped_probes
 from .stats import bootstrap
-from .table_io import cache_key, cached, parse_models, relative, write_table
+from .strip import rollout_strip
+from .table_io import cache_key, cached, parse_models, relative, write_strip, write_table
 
 HORIZON = 128  # frames of the open loop
 SHARP_FRAMES = 32  # the open loop's first frames whose sharpness is scored
+STRIP_AT = (8, 32, 64, 128)  # the strip's frames, counted after the true first chunk
 STARTS = 2  # next-chunk starts per walk
 TRAIN_MAPS, HELDOUT_MAP = ("MAP01", "MAP02", "MAP03"), ("MAP04",)
 OPTS = {"doom": {"monsters": "invulnerable"}, "procedural": {}}
@@ -140,9 +144,9 @@ def bar_values(block: dict) -> dict:
     return out
 
 
-def block(name: str, new: Path, old: Path, args) -> dict:
-    """One default world's block: its walks, the new world's scores, the old world's on the
-    same walks, and the bars."""
+def block(name: str, new: Path, old: Path, args) -> tuple[dict, np.ndarray | None]:
+    """One default world's block (its walks, the new world's scores, the old world's on the
+    same walks, and the bars) and, with --strip, its rows of the strip."""
     worlds = {"world": load_world(new, device="cpu"), "old": load_world(old, device="cpu")}
     engines = {w.config.data.engine for w in worlds.values()}
     sizes = {(w.size, w.chunk_frames) for w in worlds.values()}
@@ -171,7 +175,18 @@ def block(name: str, new: Path, old: Path, args) -> dict:
          "checkpoint": relative(new), "world": scores["world"],
          "old": {"checkpoint": relative(old), "world": scores["old"]}}
     b["bars"] = bar_values(b)
-    return b
+    if not args.strip:
+        return b, None
+    b["strip"] = {"walk_seed": walks[0].meta.get("seed"), "rows": ["engine", "old", "world"],
+                  "frames_after_first_chunk": list(STRIP_AT)}
+    return b, rollout_strip({k: worlds[k] for k in ("old", "world")}, walks[0], STRIP_AT)
+
+
+def _stacked(images: list[np.ndarray]) -> np.ndarray:
+    """Images (h, w, 3) one under another, each padded on the right to the widest."""
+    width = max(im.shape[1] for im in images)
+    return np.concatenate([np.pad(im, ((0, 0), (0, width - im.shape[1]), (0, 0)))
+                           for im in images])
 
 
 def cli(args) -> int:
@@ -180,7 +195,10 @@ def cli(args) -> int:
     if set(new) != set(old):
         raise ValueError(f"every --world needs an --old of the same name, got worlds "
                          f"{sorted(new)} and old {sorted(old)}")
-    blocks = {name: block(name, new[name], old[name], args) for name in new}
+    made = {name: block(name, new[name], old[name], args) for name in new}
+    blocks = {name: b for name, (b, _) in made.items()}
+    if args.strip:
+        write_strip(args.out, _stacked([image for _, image in made.values()]))
     write_table(args.out, {
         "what": "each default world against the default it replaces, on the same fresh "
                 "held-out walks (worldlab/evaluate/defaults_table.py)",

@@ -195,6 +195,9 @@ def _defaults(p) -> None:
                    help="prompted and unprompted walks for the events (0: none)")
     p.add_argument("--seed", type=int, default=1_100_000, help="the first walk's seed")
     p.add_argument("--budget", default="", help="what the worlds cost to make, in words")
+    p.add_argument("--strip", action="store_true",
+                   help="a PNG beside --out (<out>_strip.png): each world's first walk, rows "
+                        "engine | the old world | the world, open loop from one true chunk")
     p.add_argument("--cache", default="runs/worlds/scores")
     p.add_argument("--threads", type=int, default=2)
 
