@@ -124,10 +124,9 @@ def test_render_fills_empty_markers_and_is_idempotent(repo):
     assert render(repo) == [] and doc.read_text() == text and check(repo) == []
 
 
-# Shipped before their tree's state was recorded; each is re-made by the spec it names
-# (autoencoders_sharpness.json: hours of CPU not yet spent; worlds.json: replaced by the
-# world issue's `table defaults`).
-PROVENANCE_UNKNOWN = {"autoencoders_sharpness.json", "worlds.json"}
+# Shipped before their tree's state was recorded; re-made by the spec it names (hours of CPU
+# not yet spent)
+PROVENANCE_UNKNOWN = {"autoencoders_sharpness.json"}
 
 
 @pytest.mark.parametrize("path", sorted((ROOT / "data" / "results").glob("*.json")),

@@ -46,19 +46,19 @@ def test_shipped_benchmark_scores_every_shipped_world():
         assert result["peer"].endswith(f"peer_{name}")
 
 
-def test_the_procedural_world_plays_with_its_cache_painting_on_request():
-    """proc64 ships a depth head: `play --paint` plays it with its own 3D cache painting
-    what it has seen (memory on the procedural default world); its config leaves it off."""
+@pytest.mark.parametrize("name", sorted(SHIPPED))
+def test_each_shipped_world_plays_with_its_cache_painting_on_request(name):
+    """Each default world ships a depth head: `play --paint` plays it with its own 3D cache
+    painting what it has seen, as worlds.json scores it; its config leaves it off."""
     from worldlab.camera import Action
     from worldlab.play.session import WorldSession
 
-    assert load_world(CHECKPOINTS / "proc64", device="cpu").config.sample.composite == "off"
-    session = WorldSession.from_pretrained(CHECKPOINTS / "proc64", "cpu", twin=False,
-                                           paint=True)
+    assert load_world(CHECKPOINTS / name, device="cpu").config.sample.composite == "off"
+    session = WorldSession.from_pretrained(CHECKPOINTS / name, "cpu", twin=False, paint=True)
     try:
         assert session.world.depth_head is not None
         assert session.world.config.memory.cache_points == 262_144  # what the tables score
-        session.reset(engine="procedural", seed=HELDOUT_SEED)
+        session.reset(engine=SHIPPED[name], seed=HELDOUT_SEED)
         for yaw in (15.0,) * 8 + (-15.0,) * 8:  # away and back: the cache paints the return
             session.step(Action(yaw=yaw))
         assert len(session.state.stream.points) > 0
