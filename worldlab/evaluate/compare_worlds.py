@@ -1,5 +1,6 @@
-"""`table worlds`: old world against new, on the engine's ground truth (data/results/worlds.json
-and a strip beside it); with --autoencoders, the autoencoder protocol alone.
+"""`table worlds`: old world against new, on the engine's ground truth (a JSON and a strip
+beside it; the shipped worlds.json is `table defaults`'); with --autoencoders, the autoencoder
+protocol alone.
 
     python -m worldlab table worlds                                  # the shipped pair
     python -m worldlab table worlds --new runs/w2/package --parts world

@@ -195,26 +195,28 @@ def worlds(results: Path) -> Rendered:
                                ("old", b["old"]["world"], b["old"]["checkpoint"])):
             events = (pair(s["event_hit_rate"], s["event_false_alarm_rate"])
                       if "event_hit_rate" in s else "-")
-            rows.append((f"{name}, {which} ({path}; {b['walks']} walks)",
-                         interval(s["next_chunk_psnr"], s["next_chunk_psnr_ci"]),
-                         pair(s["baseline_warp_psnr"], s["baseline_repeat_psnr"]),
-                         num(s["autoencoder_psnr"]),
+            rows.append((f"{name}, {which} ({path}; {b['walks']} walks)", *_next_chunk_cells(s),
                          pair(s["rollout128_psnr_mean"], s["rollout128_repeat_psnr_mean"]),
                          num(s["mirrored_drop_db"]), num(s["rollout_sharpness_ratio"]),
                          f"{num(s.get('realism_distance'), 1)} (autoencoder "
                          f"{num(s.get('realism_distance_ae'), 1)}, repeat-last "
                          f"{num(s.get('realism_distance_repeat'), 1)})", events))
             if "heldout_map" in s:  # DOOM: next chunk on a map no world trained on too
-                h = s["heldout_map"]
                 rows.append((f"{name}, {which}, held-out {', '.join(b['heldout_map'])}",
-                             interval(h["next_chunk_psnr"], h["next_chunk_psnr_ci"]),
-                             pair(h["baseline_warp_psnr"], h["baseline_repeat_psnr"]),
-                             num(h["autoencoder_psnr"]), "-", "-", "-", "-", "-"))
+                             *_next_chunk_cells(s["heldout_map"]), *("-",) * 5))
     header = ("world", "next chunk (dB)", "warp-last / repeat-last (dB)", "autoencoder (dB)",
               "128-frame open loop / repeat-last (dB)", "mirrored controls cost (dB)",
               "sharpness / engine's", "realism distance (lower is better)",
               "events: hit / false-alarm rate")
     return Rendered(header, rows, (r,))
+
+
+def _next_chunk_cells(s: dict) -> tuple[str, str, str]:
+    """A `table defaults` next-chunk row's cells: the world with its interval, warp-last /
+    repeat-last, the autoencoder."""
+    return (interval(s["next_chunk_psnr"], s["next_chunk_psnr_ci"]),
+            pair(s["baseline_warp_psnr"], s["baseline_repeat_psnr"]),
+            num(s["autoencoder_psnr"]))
 
 
 def worlds_bars(results: Path) -> Rendered:
