@@ -315,6 +315,14 @@ def test_play_cli_writes_videos_and_scores(world_dir, tmp_path):
     assert bar[80:256].max() < 60  # dark between the two names
 
 
+def test_play_paints_by_default_only_a_world_with_a_depth_head(world_dir):
+    from worldlab.play.script import can_paint
+
+    assert not can_paint(world_dir)  # the network alone: no depth head to lift frames
+    for name in ("doom64", "proc64"):  # both defaults ship one
+        assert can_paint(wl.paths.ROOT / "data" / "checkpoints" / name)
+
+
 def test_minimap_holds_the_trail_and_heading_after_a_script(world):
     from worldlab.play.widgets import HERE_TRACE, TRAIL_TRACE, NotebookGame
 

@@ -2,20 +2,22 @@
 videos, and the `bench play` benchmark.
 
     python -m worldlab play --checkpoint data/checkpoints/doom64 --script actions.json \
-        --out runs/play/ [--engine doom --seed 0 --policy hold]
+        --out runs/play/ [--engine doom --seed 0 --policy hold --no-paint]
 
 An action file is a JSON list with one entry per step:
     {"forward": 0.25, "right": 0, "yaw": 10, "pitch": 0, "buttons": ["attack"],
      "prompt": "summon a monster"}   # every key optional; "prompt" switches the event
 It writes `generated.mp4` (the world model), `side_by_side.mp4` (model | engine twin, each
 named in a bar over it) and `scores.json` (PSNR per step against the twin, with repeat-last
-and warp-last beside it, timings). `demo_script(steps)` makes one.
+and warp-last beside it, timings). A world that ships a depth head paints what it has seen unless `--no-paint`.
+`demo_script(steps)` makes an action list.
 
 Shape legend: t steps, h w height/width.
 """
 
 from __future__ import annotations
 
+import argparse
 import os
 import time
 from pathlib import Path
@@ -30,7 +32,7 @@ from ..evaluate.report import print_table
 from ..metrics import frame_psnr
 from ..model.textenc import check_prompt
 from ..loading import read_json
-from ..pretrained import load_world, resolve_checkpoint
+from ..pretrained import DEPTH_HEAD, load_world, resolve_checkpoint
 from .session import DEMO_PROMPT, LATENCY_POLICIES, WorldSession, check_action, rss_mb
 
 SCRIPT_KEYS = ("forward", "right", "yaw", "pitch", "buttons", "prompt")
@@ -219,13 +221,20 @@ def write_outputs(out: Path, first, results, fps: float,
 # ----------------------------------------------------------------------------------------
 
 
+def can_paint(path) -> bool:
+    """Whether the world at `path` ships a depth head, so that its own 3D cache can paint
+    what it has seen (`play`'s default)."""
+    return (resolve_checkpoint(path) / DEPTH_HEAD).is_dir()
+
+
 def _cmd_play(args) -> int:
     from tqdm.auto import tqdm
 
     script = load_script(args.script)  # validated before anything is loaded or written
+    paint = can_paint(args.checkpoint) if args.paint is None else args.paint
     session = WorldSession.from_pretrained(args.checkpoint, args.device, args.sample_steps,
                                            twin=not args.no_twin, policy=args.policy,
-                                           paint=args.paint)
+                                           paint=paint)
     try:
         first = session.reset(engine=args.engine or session.trained_engine, seed=args.seed)
         with tqdm(total=len(script), desc="play") as bar:
@@ -255,9 +264,9 @@ def configure_cli(parser) -> None:
     parser.add_argument("--sample-steps", type=int, default=None,
                         help="sampling steps per chunk (default: the world's config)")
     parser.add_argument("--no-twin", action="store_true", help="no ground-truth engine twin")
-    parser.add_argument("--paint", action="store_true",
-                        help="the world's own 3D cache paints what it has seen (the world "
-                             "needs a depth head)")
+    parser.add_argument("--paint", action=argparse.BooleanOptionalAction, default=None,
+                        help="the world's own 3D cache paints what it has seen (default: "
+                             "when the world ships a depth head, as both defaults do)")
     parser.set_defaults(func=_cmd_play)
 
 
