@@ -9,8 +9,8 @@ An action file is a JSON list with one entry per step:
      "prompt": "summon a monster"}   # every key optional; "prompt" switches the event
 It writes `generated.mp4` (the world model), `side_by_side.mp4` (model | engine twin, each
 named in a bar over it) and `scores.json` (PSNR per step against the twin, with repeat-last
-and warp-last beside it, timings). A world that ships a depth head paints what it has seen unless `--no-paint`.
-`demo_script(steps)` makes an action list.
+and warp-last beside it, timings). A world that ships a depth head paints what it has seen
+unless `--no-paint`. `demo_script(steps)` makes an action list.
 
 Shape legend: t steps, h w height/width.
 """
