@@ -6,7 +6,8 @@
 
 The rooms, in the order data flows (a room imports only rooms before it):
 
-    camera, config, atomic, loading, metrics, paths, threads, viz   leaves
+    camera, config, atomic, loading, metrics, paths, retired,       leaves
+    threads, viz
     engines      ground-truth worlds (procedural, DOOM) and scripted players
     episodes     the episode schema and store, recording, datasets
     model        autoencoder, chunk-causal DiT, conditioning, text, sampler
@@ -15,7 +16,7 @@ The rooms, in the order data flows (a room imports only rooms before it):
     train        the loop, losses, checkpoints, the recipes
     evaluate     protocols against the engine, baselines, benchmarks, reports
     play         a live session and its shells (widget, scripted play)
-    cli          `python -m worldlab data|train|eval|play|bench|table|run|results`
+    cli          `python -m worldlab data|train|eval|play|bench|table|run|results|checkpoints`
     experiments  specs of the shipped tables, their runner, the documents' rendered tables
 
 Rooms load on first use, so `import worldlab` stays fast and torch is imported only by the
@@ -32,8 +33,8 @@ from .paths import DATA, ROOT, RUNS, VERSION
 
 __version__ = VERSION
 
-_LAZY = ("atomic", "loading", "metrics", "paths", "threads", "viz", "engines", "episodes",
-         "model", "memory", "pretrained", "train", "evaluate", "play", "cli",
+_LAZY = ("atomic", "loading", "metrics", "paths", "retired", "threads", "viz", "engines",
+         "episodes", "model", "memory", "pretrained", "train", "evaluate", "play", "cli",
          "experiments")  # every module and room
 
 

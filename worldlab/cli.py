@@ -32,6 +32,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
                                         "stage"),
     "results": ("worldlab.experiments.documents", "render the documents' result tables from "
                                             "data/results/*.json, or check them"),
+    "checkpoints": ("worldlab.retired", "worlds retired from the tree: list them, restore one "
+                                        "from the repository's history"),
 }
 
 # name -> (module, function(**options) -> JSON-able dict); a benchmark takes the options

@@ -46,6 +46,7 @@ from .model.fast_decoder import FastDecoder, check_decoder_pair
 from .model.inference import prepare_for_inference, with_overrides
 from .model.textenc import CaptionTable
 from .paths import DATA, ROOT, RUNS
+from .retired import how_to_restore
 
 CAPTIONS_FILE = "captions.safetensors"
 FAST_DECODER = "fast_decoder"  # the optional subfolder of a world directory
@@ -149,7 +150,8 @@ def _made_by(tried: list[Path]) -> str:
         return ("runs/ holds what the notebooks and `python -m worldlab train ...` write: run "
                 "the notebook or command that makes it first")
     if any(t.is_relative_to(DATA) for t in resolved):
-        return "data/ ships with the repository (see data/README.md): check the name"
+        retired = next(filter(None, map(how_to_restore, resolved)), None)
+        return retired or "data/ ships with the repository (see data/README.md): check the name"
     return "check the path"
 
 

@@ -7,7 +7,8 @@ the worlds under `data/checkpoints/` (each small, trained here, safetensors + JS
                                         (`train diamond`), with its train_run.json
 
 An explicit directory replaces the default; a missing default probe set is an error that
-says how to train one, a missing default peer means the tables have no peer column.
+says how to train one, a missing default peer means the tables have no peer column (a
+retired one, `worldlab.retired`, is named with the command that restores it).
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from ..paths import DATA
+from ..retired import how_to_restore
 from ..train.probes import Probes, load_probes
 from .peer import load_peer
 
@@ -45,4 +47,8 @@ def load_shipped_peer(world, path=None):
     if path:
         return load_peer(path, chunk_frames=world.chunk_frames)
     default = peer_dir(world)
-    return load_peer(default, chunk_frames=world.chunk_frames) if default.is_dir() else None
+    if default.is_dir():
+        return load_peer(default, chunk_frames=world.chunk_frames)
+    if (restore := how_to_restore(default)) is not None:
+        print(f"[peer] no peer column: {restore}")
+    return None

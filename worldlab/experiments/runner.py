@@ -268,9 +268,10 @@ def run_spec(spec, root=".", jobs: int = 1, executor: str = "local", only=None,
 def _refuse_overwriting_shipped(spec, root, stages, only) -> None:
     """A stage that would write over something shipped under data/ (a packaged world, the
     probes) stops the run before any work: only a ship stage replaces shipped files, and a
-    shipped world is replaced by hand (delete it), never by a rerun in passing."""
+    shipped world is replaced by hand (delete it), never by a rerun in passing. A restore
+    stage writes nothing over a world that is there (`retired.restore`)."""
     shipped = [f"{stage.name}/{job.name}: {out}" for stage, jobs in stages
-               if stage.kind != "ship" and (not only or stage.name in only)
+               if stage.kind not in ("ship", "restore") and (not only or stage.name in only)
                for job in jobs if not is_done(root, spec, job)
                for out in job.outputs if Path(out).parts[:1] == ("data",) and (root / out).exists()]
     if shipped:

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import yaml
 
-KINDS = ("record", "encode", "train", "package", "evaluate", "table", "ship")
+KINDS = ("restore", "record", "encode", "train", "package", "evaluate", "table", "ship")
 SPEC_KEYS = ("name", "title", "result", "notes", "vars", "seeds", "after", "stages")
 STAGE_KEYS = ("name", "kind", "run", "variants", "seeds", "over", "each", "threads", "resume",
               "inputs", "outputs", "from", "to", "files", "launcher")
