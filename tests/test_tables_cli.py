@@ -115,7 +115,7 @@ def test_memory_table_from_revisit_outputs(tmp_path):
 
 
 def test_long_horizon_table_from_long_outputs(tmp_path):
-    shipped = json.loads((RESULTS / "long_horizon.json").read_text())
+    shipped = json.loads((RESULTS / "long_horizon_random_walks.json").read_text())
     methods, episodes = shipped["methods"], shipped["episodes"]
     a = {k: v for k, v in methods.items() if "_seed" not in k}
     reports = [write(tmp_path / "report_a" / "long.json", {"methods": a, "episodes": episodes}),

@@ -1,10 +1,10 @@
-"""`table long-horizon`: the long-horizon table (data/results/long_horizon.json) from the
-runs of the long-horizon experiment: the reported walks' scores of every method (one
-`eval --suite long` output, or several over subsets of the worlds, merged), pooled over
-training seeds (`long.pool_methods`), with the validation walk's scores that chose the
-best method and each world's quick-suite next-chunk score; with --strip,
-long_horizon_strip.png beside the JSON: the first reported walk at steps 1, 250, 500 and
-996 after its first chunk, the engine then each world open loop.
+"""`table long-horizon`: the long-horizon table on random walks
+(data/results/long_horizon_random_walks.json) from the runs of the long-horizon experiment:
+the reported walks' scores of every method (one `eval --suite long` output, or several over
+subsets of the worlds, merged), pooled over training seeds (`long.pool_methods`), with the
+validation walk's scores that chose the best method and each world's quick-suite next-chunk
+score; with --strip, long_horizon_strip.png beside the JSON: the first reported walk at steps
+1, 250, 500 and 996 after its first chunk, the engine then each world open loop.
 
     python -m worldlab table long-horizon --report runs/long/report/long.json \
         --validation runs/long/validate/*.json --quick runs/long/quick/*/quick.json \

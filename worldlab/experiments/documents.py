@@ -145,7 +145,8 @@ DESCRIPTIONS = {
     "geometry_world.json": "the world given the 3D cache as input against the same world "
                            "without it, and warp-last, on the next chunk",
     "inference.json": "int8 and torch.compile: speed and quality loss",
-    "long_horizon.json": "anti-drift methods over 1,000-frame walks",
+    "long_horizon_random_walks.json": "anti-drift methods over two 1,000-frame random walks "
+                                      "(the earlier protocol)",
     "long_horizon_sink.json": "the attention sink world on the long-horizon walks",
     "long_horizon_steps.json": "the long-horizon drift with 16 and 8 sampling steps",
     "memory.json": "memory variants on revisit walks: return frames, cost, bars",
@@ -392,8 +393,8 @@ def recall(results: Path) -> Rendered:
     return Rendered(header, rows, (r,))
 
 
-def long_horizon(results: Path) -> Rendered:
-    r = load_result(results, "long_horizon.json")
+def long_horizon_random_walks(results: Path) -> Rendered:
+    r = load_result(results, "long_horizon_random_walks.json")
     seeds = r.data.get("seeds", {})
     keys = ("psnr_drift_free_late", "psnr_repeat_late", "psnr_ae_late",
             "sharpness_ratio_vs_drift_free_late", "sharpness_ratio_vs_ae_late",
@@ -413,7 +414,7 @@ def long_horizon(results: Path) -> Rendered:
                 if "psnr_late" in pooled else num(r.get("methods", name, "psnr_late")))
         rows.append((name, psnr, *(num(value(k)) for k in keys)))
     if late is None:
-        raise ValueError("data/results/long_horizon.json has no key 'methods' with a method")
+        raise ValueError("data/results/long_horizon_random_walks.json has no key 'methods' with a method")
     header = ("method", f"PSNR, frames {late[0]}-{late[1]} (dB)", "drift-free (dB)",
               "repeat-last (dB)", "autoencoder (dB)", "sharpness / drift-free",
               "sharpness / autoencoder", "motion / autoencoder",
@@ -472,7 +473,7 @@ TABLES: dict[str, Callable[[Path], Rendered]] = {
     "memory": memory,
     "geometry": geometry,
     "geometry_recall": recall,
-    "long_horizon": long_horizon,
+    "long_horizon_random_walks": long_horizon_random_walks,
     "autoencoders": autoencoders,
     "browser_play": browser_play,
 }
