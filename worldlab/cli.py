@@ -49,7 +49,8 @@ BENCHMARKS: dict[str, tuple[str, str]] = {
     "memory": ("worldlab.evaluate.bench", "bench_memory"),
 }
 OPTIONS = ("steps", "checkpoint", "preset", "device", "size", "sample_steps", "data",
-           "latents", "episodes", "compile", "model", "chunks", "twin")  # passed on when given
+           "latents", "episodes", "compile", "model", "chunks", "twin",
+           "paint")  # passed on when given
 
 
 def _bench(args) -> int:
@@ -116,6 +117,9 @@ def configure_cli(parser) -> None:
                              "memory: chunks streamed (default 100)")
     parser.add_argument("--twin", action="store_true",
                         help="profile: step the engine beside the world")
+    parser.add_argument("--paint", action="store_true",
+                        help="play: the world's own 3D cache paints what it has seen (as "
+                             "`play` does for a world with a depth head)")
     parser.add_argument("--out", default=str(RUNS / "bench"))
     parser.set_defaults(func=_bench)
 

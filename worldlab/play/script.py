@@ -32,7 +32,7 @@ from ..evaluate.report import print_table
 from ..metrics import frame_psnr
 from ..model.textenc import check_prompt
 from ..loading import read_json
-from ..pretrained import DEPTH_HEAD, load_world, resolve_checkpoint
+from ..pretrained import DEPTH_HEAD, PAINT, load_world, resolve_checkpoint
 from .session import DEMO_PROMPT, LATENCY_POLICIES, WorldSession, check_action, rss_mb
 
 SCRIPT_KEYS = ("forward", "right", "yaw", "pitch", "buttons", "prompt")
@@ -276,13 +276,17 @@ def configure_cli(parser) -> None:
 
 
 def bench_play(checkpoint=None, steps: int = 300, twin: bool = True,
-               world_options: dict | None = None) -> dict:
+               world_options: dict | None = None, paint: bool = False) -> dict:
     """A `steps`-step session (with the engine twin unless `twin=False`): speed, what
     dominates, memory over time. `world_options` go to `load_world` (e.g. sample
-    overrides: sampling steps, a decoder, an inference switch)."""
+    overrides: sampling steps, a decoder, an inference switch); `paint`: with the world's
+    own 3D cache painting what it has seen, as `play` plays a world with a depth head."""
     script = parse_script(demo_script(steps))
     rss_start, t0 = rss_mb(), time.perf_counter()
-    world = load_world(resolve_checkpoint(checkpoint), **(world_options or {}))
+    options = dict(world_options or {})
+    for section, fields in (PAINT if paint else {}).items():
+        options[section] = {**options.get(section, {}), **fields}
+    world = load_world(resolve_checkpoint(checkpoint), **options)
     session = WorldSession(world, twin=twin)
     load_s = time.perf_counter() - t0
     stats, t_first = [], None  # stats only: keeping the frames would inflate rss_mb_end
@@ -309,14 +313,15 @@ def bench_play(checkpoint=None, steps: int = 300, twin: bool = True,
             "key_to_pixel_ms_p50": float(np.median([c["key_to_pixel_ms"] for c in chunks])),
             "key_to_pixel_ms_p95": float(np.percentile([c["key_to_pixel_ms"]
                                                         for c in chunks], 95)),
-            "twin": twin,
+            "twin": twin, "paint": paint,
             "breakdown_ms_per_chunk": {k: mean(f"{k}_ms") for k in
-                                       ("transformer", "decode", "engine", "text")},
+                                       ("transformer", "decode", "memory", "engine", "text")},
             "psnr_mean": float(np.mean(psnr)) if psnr else None,
             "policy": session.policy,
             "chunk_frames": session.chunk_frames, "sampling_steps": session.steps,
             "checkpoint": str(session.world.path), "device": str(session.world.device)}
     print_table([{k: v for k, v in data.items() if isinstance(v, (int, float))}],
-                f"play (one session, {'with' if twin else 'without'} the engine twin)")
+                f"play (one session, {'with' if twin else 'without'} the engine twin"
+                f"{', painting' if paint else ''})")
     print_table([data["breakdown_ms_per_chunk"]], "ms per chunk")
     return data
