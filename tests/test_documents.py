@@ -124,21 +124,13 @@ def test_render_fills_empty_markers_and_is_idempotent(repo):
     assert render(repo) == [] and doc.read_text() == text and check(repo) == []
 
 
-# Shipped before their tree's state was recorded; re-made by the spec it names (hours of CPU
-# not yet spent)
-PROVENANCE_UNKNOWN = {"autoencoders_sharpness.json"}
-
-
 @pytest.mark.parametrize("path", sorted((ROOT / "data" / "results").glob("*.json")),
                          ids=lambda p: p.name)
 def test_every_shipped_result_says_what_made_it_and_holds_no_absolute_path(path):
     data = json.loads(path.read_text())
     assert data.get("spec") and (ROOT / data["spec"]).is_file(), "no spec, or it is gone"
     assert len(data.get("commit", "")) == 40
-    if path.name in PROVENANCE_UNKNOWN:
-        assert data["uncommitted_changes"] is None and data["provenance_check"]
-    else:
-        assert data["uncommitted_changes"] is False
+    assert data["uncommitted_changes"] is False
     text = path.read_text()
     assert not re.search(r'"(/|[A-Za-z]:\\\\)[^"]*"|\s/(tmp|home|work|root|Users)/', text), \
         "an absolute path"

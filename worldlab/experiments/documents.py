@@ -128,7 +128,8 @@ DESCRIPTIONS = {
     "autoencoders_4x.json": "the 4x autoencoder trained 15x longer, with and without the critic",
     "autoencoders_critic_seeds.json": "the 2x autoencoder with the critic at 0.7, three seeds",
     "autoencoders_critic_weight.json": "the critic's weight between 0.5 and 1",
-    "autoencoders_sharpness.json": "spectral loss terms, bicubic references, 2x compression",
+    "autoencoders_sharpness.json": "the amplitude-spectrum term at 2x, the encoder learning, "
+                                   "a light critic, beside bicubic references",
     "autoencoders_wide.json": "8 against 16 latent channels, the critic at smaller patches",
     "bench_train_cpu.json": "training speed of the world model on the 2-core CPU",
     "benchmark.json": "every protocol for doom64 and proc64 with the peer and repeat-last",
