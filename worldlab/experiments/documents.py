@@ -415,7 +415,8 @@ def long_horizon_random_walks(results: Path) -> Rendered:
                 if "psnr_late" in pooled else num(r.get("methods", name, "psnr_late")))
         rows.append((name, psnr, *(num(value(k)) for k in keys)))
     if late is None:
-        raise ValueError("data/results/long_horizon_random_walks.json has no key 'methods' with a method")
+        raise ValueError("data/results/long_horizon_random_walks.json has no key 'methods' "
+                         "with a method")
     header = ("method", f"PSNR, frames {late[0]}-{late[1]} (dB)", "drift-free (dB)",
               "repeat-last (dB)", "autoencoder (dB)", "sharpness / drift-free",
               "sharpness / autoencoder", "motion / autoencoder",

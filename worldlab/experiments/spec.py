@@ -224,7 +224,8 @@ def _stage(path: Path, raw, seeds: dict, earlier: list[Stage]) -> Stage:
         resume=(resume["when"], str(resume["add"])) if resume else None,
         inputs=_strings(path, raw.get("inputs", []), at("inputs"), "inputs"),
         outputs=_strings(path, raw.get("outputs", []), at("outputs"), "outputs"),
-        source=dict(source) if isinstance(source, dict) else source, to=raw.get("to"), files=dict(raw.get("files") or {}),
+        source=dict(source) if isinstance(source, dict) else source, to=raw.get("to"),
+        files=dict(raw.get("files") or {}),
         launcher=launcher, lines=dict(raw.lines))
 
 
