@@ -182,6 +182,11 @@ class SampleConfig:
     # than twice as far hidden (the engine's depth: 22.95 at 0, 24.01 at 1). Higher blends
     # trade texture for PSNR (loop walks: sharpness 0.90x the engine's at 0.3, 0.65x at 1)
     paint_blend: float = 1.0
+    # where the world's own pixel is nearer than paint_yield times the painted render's
+    # depth (the depth head on the world's frame), the world's pixel stays: what the world
+    # draws in front of a remembered surface (a character an event prompt brought) is not
+    # painted over. 0: the cache's render wins wherever it covers
+    paint_yield: float = 0.0
 
 
 @dataclass
@@ -360,7 +365,7 @@ RULES: dict[str, dict[str, tuple]] = {
                "decoder": _one_of(DECODERS), "quantize": _one_of(QUANTIZE),
                "compile": _FLAG, "autocast": _one_of(AUTOCAST),
                "context_noise": _CONTEXT_NOISE, "composite": _one_of(COMPOSITES),
-               "paint_blend": _NONNEGATIVE},
+               "paint_blend": _NONNEGATIVE, "paint_yield": _FRACTION},
     "distill": {"recipe": _one_of(RECIPES), "student_steps": _COUNT,
                 "teacher_steps": _COUNT, "steps": _COUNT, "batch_size": _COUNT,
                 "lr": _POSITIVE, "critic_lr": _POSITIVE, "critic_ratio": _COUNT,

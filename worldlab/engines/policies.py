@@ -498,15 +498,25 @@ def event_prompt(spec: EventSpec, specs: tuple[EventSpec, ...]) -> str:
 
 
 class WithEvents(Policy):
-    """Wraps a policy; each step, with probability `rate`, adds a prompt that fires one of
-    the engine's events, phrased from the spec's description and keywords."""
+    """Wraps a policy; at every `every`-th step (1-based: the step that produces frame i,
+    so `every` = a world's chunk_frames puts each prompt on a chunk's first frame), with
+    probability `rate`, adds a prompt that fires one of the engine's events (of `kinds`
+    only, when given), phrased from the spec's description and keywords."""
 
     def __init__(self, policy: Policy, specs: tuple[EventSpec, ...], rate: float,
-                 seed: int = 0):
+                 seed: int = 0, every: int = 1, kinds: tuple[str, ...] | None = None):
         if not 0 <= rate <= 1:
             raise ValueError(f"event rate must be a probability in [0, 1], got {rate!r}")
-        self.inner, self.rate, self.seed = policy, rate, seed
-        self.prompts = [event_prompt(s, specs) for s in specs]
+        if not (isinstance(every, int) and every >= 1):
+            raise ValueError(f"event every must be a positive number of steps, got {every!r}")
+        names = [s.name for s in specs]
+        unknown = [k for k in kinds or () if k not in names]
+        if unknown or (kinds is not None and not kinds):
+            raise ValueError(f"event kinds must be some of the engine's events {names}, got "
+                             f"{kinds!r}")
+        self.inner, self.rate, self.seed, self.every = policy, rate, seed, every
+        self.prompts = [event_prompt(s, specs) for s in specs
+                        if kinds is None or s.name in kinds]
         self.name = f"{policy.name}+events"
 
     def reset(self, seed: int, steps: int) -> None:
@@ -514,17 +524,21 @@ class WithEvents(Policy):
         self.inner.reset(seed, steps)
         # a separate stream, so adding events does not change the walk itself
         self.rng = np.random.default_rng([self.seed, seed])
+        self.step = 0
 
     def act(self, obs: Observation) -> tuple[Action, str | None]:
         action, prompt = self.inner.act(obs)
-        if self.prompts and self.rng.random() < self.rate:
+        self.step += 1
+        if self.step % self.every == 0 and self.prompts and self.rng.random() < self.rate:
             prompt = self.prompts[self.rng.integers(len(self.prompts))]
         return action, prompt
 
 
-def with_events(policy: Policy, specs, rate: float, seed: int = 0) -> Policy:
-    """`policy` plus event prompts from `specs` (an engine's `events`) at `rate` per step."""
-    return WithEvents(policy, tuple(specs), rate, seed)
+def with_events(policy: Policy, specs, rate: float, seed: int = 0, every: int = 1,
+                kinds: tuple[str, ...] | None = None) -> Policy:
+    """`policy` plus event prompts from `specs` (an engine's `events`; of `kinds` only,
+    when given) at `rate` per `every`-th step."""
+    return WithEvents(policy, tuple(specs), rate, seed, every, kinds)
 
 
 class WithPrompts(Policy):

@@ -79,7 +79,8 @@ def _cmd_record(args) -> int:
     with tqdm(total=len(seeds), desc=f"record {s['engine']}", unit="episode") as bar:
         record_many(store, s["engine"], seeds, s["frames"], s["size"], s["policy"],
                     s["event_rate"], s["workers"], callback=lambda _: bar.update(),
-                    overwrite=args.overwrite, start=s["start"], **opts)
+                    overwrite=args.overwrite, start=s["start"], event_every=args.event_every,
+                    event_kinds=args.events and tuple(args.events.split(",")), **opts)
     print(format_index(store))
     return 0
 
@@ -145,6 +146,11 @@ def _add_record(sub) -> None:
     rec.add_argument("--policy", default=None, choices=["mix", *POLICIES])
     rec.add_argument("--event-rate", type=float, default=None,
                      help="probability per step of an event prompt")
+    rec.add_argument("--event-every", type=int, default=1, metavar="N",
+                     help="event prompts only on every N-th step (a world's chunk_frames puts "
+                          "each on a chunk's first frame); --event-rate is per such step")
+    rec.add_argument("--events", default=None, metavar="NAME,...",
+                     help="event prompts of these engine events only (e.g. summon_monster)")
     rec.add_argument("--maps", "--map", dest="maps", default=None,
                      help="doom maps, e.g. MAP01 or MAP01,MAP02 (seeds take them in turn)")
     rec.add_argument("--start", default=None, choices=STARTS,

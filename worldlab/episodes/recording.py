@@ -26,7 +26,7 @@ import numpy as np
 
 from ..camera import ACTION_FIELDS, ACTION_WIDTH, heading_from_pose, wrap_degrees
 from ..config import STARTS
-from ..engines import Engine, Event, make_engine
+from ..engines import Engine, Event, engine_class, make_engine
 from ..engines.coverage import coverage
 from ..engines.policies import MIX_SCHEDULE, POLICIES, WithPrompts, make_policy, with_events
 from .schema import Episode, make_meta, prompts_from_steps
@@ -124,12 +124,14 @@ def _play(engine: Engine, player, seed: int, frames: int, options: dict,
 
 def record_with(engine: Engine, seed: int, frames: int, policy: str = "mix",
                 event_rate: float = 0.0, callback=None, *, start: str = "player",
-                map: str | None = None, prompts: dict[int, str] | None = None) -> Episode:
+                map: str | None = None, prompts: dict[int, str] | None = None,
+                event_every: int = 1, event_kinds: tuple[str, ...] | None = None) -> Episode:
     """Play `frames - 1` steps of `policy` on an open engine from `engine.reset(seed)`.
 
     `start` "random" starts at `engine.start_options(seed)`; `map` (engines with maps)
     switches the engine to it first; `prompts` {step: text} adds those prompts at those
-    steps (scripted events). Meta records `start`, `map`, the engine's `monsters` and
+    steps (scripted events). Event prompts come at `event_rate` per `event_every`-th step,
+    of the events `event_kinds` only when given (`policies.with_events`). Meta records `start`, `map`, the engine's `monsters` and
     `walls` (None for an engine without them) and `start_pose` [x, y, yaw] of frame 0. If
     the game ends early (DOOM: the player died) the episode is shorter and meta `ended`
     says why. `callback(i, obs)` is called with every frame i, frame 0 too.
@@ -139,7 +141,8 @@ def record_with(engine: Engine, seed: int, frames: int, policy: str = "mix",
     player = make_policy(_check_policy(policy), seed)
     options = _reset_options(engine, seed, start, map)
     if event_rate > 0:
-        player = with_events(player, engine.events, event_rate, seed)
+        player = with_events(player, engine.events, event_rate, seed, event_every,
+                             event_kinds)
     if prompts:
         player = WithPrompts(player, prompts)
     player.reset(seed, frames - 1)
@@ -153,13 +156,21 @@ def record_with(engine: Engine, seed: int, frames: int, policy: str = "mix",
                      event_rate=event_rate, ended=ended, start=start,
                      monsters=getattr(engine, "monsters", None),
                      walls=getattr(engine, "walls", None),
-                     start_pose=[float(position[0]), float(position[1]), float(yaw)])
+                     start_pose=[float(position[0]), float(position[1]), float(yaw)],
+                     **_event_schedule(event_every, event_kinds))
     scene = SCENES.get(engine.name, engine.name)
     return Episode(rgb=stack("rgb"), depth=stack("depth").astype(np.float32),
                    c2w=stack("c2w").astype(np.float64), K=stack("K").astype(np.float64),
                    actions=np.stack(actions), instance=instance,
                    prompts=prompts_from_steps(prompts, scene, CHARACTER),
                    events=events, meta=meta).validate()
+
+
+def _event_schedule(every: int, kinds) -> dict:
+    """The meta fields of a non-default event schedule (none for every step, all kinds:
+    the meta of earlier recordings)."""
+    return {**({"event_every": every} if every != 1 else {}),
+            **({"event_kinds": list(kinds)} if kinds is not None else {})}
 
 
 def record_episode(engine_name: str, seed: int, frames: int, size: int, policy: str = "mix",
@@ -195,18 +206,19 @@ def _exit_worker(signum, frame) -> None:
 
 
 def _record_seed(job: tuple) -> tuple[int, Episode]:
-    seed, frames, policy, event_rate, start, map = job
+    seed, frames, policy, event_rate, start, map, every, kinds = job
     return seed, record_with(_WORKER["engine"], seed, frames, policy, event_rate,
-                             start=start, map=map)
+                             start=start, map=map, event_every=every, event_kinds=kinds)
 
 
 def record_many(store: EpisodeStore, engine_name: str, seeds: list[int], frames: int,
                 size: int, policy: str = "mix", event_rate: float = 0.0, workers: int = 1,
                 callback=None, overwrite: bool = False, *, start: str = "player",
-                maps: tuple[str, ...] | None = None, **engine_opts) -> list[str]:
+                maps: tuple[str, ...] | None = None, event_every: int = 1,
+                event_kinds: tuple[str, ...] | None = None, **engine_opts) -> list[str]:
     """Record one episode per seed into `store` as `<engine>-<seed>`; return the ids.
 
-    `start` as in `record_with`; with `maps` (engines with maps), seed s plays
+    `start`, `event_every` and `event_kinds` as in `record_with`; with `maps` (engines with maps), seed s plays
     `map_of(s, maps)`. Unless `overwrite`, fails before recording anything if one of the
     ids exists. `callback(id)` after each write. Workers are forked (not spawned: `python
     -m worldlab` is not import-safe as a main module, and forking skips re-importing torch
@@ -216,6 +228,8 @@ def record_many(store: EpisodeStore, engine_name: str, seeds: list[int], frames:
         raise ValueError(f"workers must be a positive integer, got {workers!r}")
     _check_policy(policy)
     _check_start(start)
+    with_events(make_policy(policy), engine_class(engine_name).events, event_rate,
+                every=event_every, kinds=event_kinds)  # its errors before anything is written
     if maps is not None and (isinstance(maps, str) or not maps
                              or not all(isinstance(m, str) and m for m in maps)):
         raise ValueError(f"maps must be a non-empty tuple of map names, got {maps!r}")
@@ -224,8 +238,8 @@ def record_many(store: EpisodeStore, engine_name: str, seeds: list[int], frames:
     if taken and not overwrite:
         raise ValueError(f"episode {taken[0]!r} already exists in {store.root}; choose "
                          f"another --seed or --out")
-    jobs = [(s, frames, policy, event_rate, start, None if maps is None else map_of(s, maps))
-            for s in seeds]
+    jobs = [(s, frames, policy, event_rate, start, None if maps is None else map_of(s, maps),
+             event_every, event_kinds) for s in seeds]
     if workers == 1:
         _init_worker(engine_name, size, engine_opts)
         try:

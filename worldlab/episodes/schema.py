@@ -152,9 +152,10 @@ class Episode:
                 "map": m.get("map"), "policy": m.get("policy"), "seed": m.get("seed"),
                 "event_rate": m.get("event_rate"), "start": m.get("start"),
                 "monsters": m.get("monsters"),
-                # walls only where the meta has it: the entries of stores recorded before
-                # the field stay current (validate_all compares them with this summary)
-                **({"walls": m["walls"]} if "walls" in m else {}),
+                # walls and the event schedule only where the meta has them: the entries
+                # of stores recorded before stay current (validate_all compares them with
+                # this summary)
+                **{k: m[k] for k in ("walls", "event_every", "event_kinds") if k in m},
                 "events": [e.name for e in self.events],
                 "has_depth": self.depth is not None}
 

@@ -91,6 +91,10 @@ class Stream:
 
     def __init__(self, model, autoencoder, memory: MemoryConfig, sample: SampleConfig, K=None,
                  depth_head=None):
+        if sample.composite == "cache" and sample.paint_yield > 0 and depth_head is None:
+            raise ValueError(f"sample.paint_yield={sample.paint_yield} weighs the world's pixels "
+                             f"by their depth: pass depth_head (a world's depth head, see "
+                             f"train.depth_head)")
         if memory.cache3d == "own" and depth_head is None:
             raise ValueError("memory.cache3d='own' fuses the model's frames with its own depth: "
                              "pass depth_head (a world's depth head, see train.depth_head)")
@@ -217,7 +221,9 @@ class Stream:
                                  f"{len(rgb)}")
             kept = self._renders
             fresh = kept is not None and kept[0] == self._frames and np.array_equal(kept[1], c2w)
-            painted = [self._paint(frame, pose, kept[2][k] if fresh else None)
+            near = (self.depth_head.predict(rgb) if self.sample.paint_yield > 0
+                    else [None] * len(rgb))  # the world's own depth, where it may stay
+            painted = [self._paint(frame, pose, kept[2][k] if fresh else None, near[k])
                        for k, (frame, pose) in enumerate(zip(rgb, c2w))]
             rgb = np.stack([frame for frame, _ in painted])
             self._continue_from(rgb)
@@ -242,12 +248,15 @@ class Stream:
         self.cache.pending = {**pending, "x": x}  # a new dict: snapshots hold the old one
         self.bank.set_latents(k, new[0])
 
-    def _paint(self, frame: np.ndarray, pose: np.ndarray, renders=None
+    def _paint(self, frame: np.ndarray, pose: np.ndarray, renders=None, depth=None
                ) -> tuple[np.ndarray, np.ndarray]:
         """One frame (H, W, 3) painted with the cache's render into camera `pose` (a soft
         z-buffer, sample.paint_blend): every pixel a point lands on, and the holes between
         them (a pixel three of whose four neighbours are painted) from the CACHE_SPLAT
-        render; the world's pixels elsewhere.
+        render; the world's pixels elsewhere, and where the world drew something nearer
+        than the cache holds: its depth (H, W), when given, under sample.paint_yield times
+        the render's (a character the prompt brought stands in front of the wall the
+        cache remembers).
         Returns (the frame, the render's depth (H, W) at the painted pixels, inf
         elsewhere). `renders` ({splat: render}) when `generate` made them already."""
         h, w = frame.shape[:2]
@@ -257,6 +266,9 @@ class Stream:
         p = np.pad(landed, 1)
         around = (p[:-2, 1:-1].astype(np.int8) + p[2:, 1:-1] + p[1:-1, :-2] + p[1:-1, 2:])
         hole = ~landed & near & (around >= 3)
+        if depth is not None:
+            landed = landed & ~(depth < self.sample.paint_yield * d1)
+            hole = hole & ~(depth < self.sample.paint_yield * d2)
         return (np.where(landed[..., None], one, np.where(hole[..., None], two, frame)),
                 np.where(landed, d1, np.where(hole, d2, np.inf)))
 

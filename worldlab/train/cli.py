@@ -191,10 +191,26 @@ def _cli_long_horizon(args) -> int:
         run = finetune(args.start, args.method, args.data, args.out, steps=args.steps,
                        batch_size=args.batch_size, seed=args.seed, latents=args.latents,
                        device=args.device, resume=args.resume, **progress.hooks)
+    return _finetuned(run, args)
+
+
+def _finetuned(run, args) -> int:
+    """What a fine-tune's command prints at the end: its last loss, how to package it."""
     print(f"step {run.state['step']}: loss {run.state.get('loss', float('nan')):.4f}; package "
           f"it with: train package --autoencoder {args.start}/autoencoder --world {args.out} "
           f"--out DIR")
     return 0
+
+
+def _cli_events(args) -> int:
+    from .events import finetune
+
+    with Progress(f"events ({args.event})") as progress:
+        run = finetune(args.start, args.data, args.out, event=args.event, share=args.share,
+                       steps=args.steps, batch_size=args.batch_size, seed=args.seed,
+                       latents=args.latents, device=args.device, resume=args.resume,
+                       **progress.hooks)
+    return _finetuned(run, args)
 
 
 def _cli_memory(args) -> int:
@@ -216,10 +232,7 @@ def _cli_memory(args) -> int:
                        max_window_overlap=args.max_window_overlap, latents=args.latents,
                        own_memory=args.own_memory, device=args.device, resume=args.resume,
                        progress=bar.update if fused else None, **progress.hooks)
-    print(f"step {run.state['step']}: loss {run.state.get('loss', float('nan')):.4f}; package "
-          f"it with: train package --autoencoder {args.start}/autoencoder --world {args.out} "
-          f"--out DIR")
-    return 0
+    return _finetuned(run, args)
 
 
 def _cli_package(args) -> int:
@@ -227,7 +240,8 @@ def _cli_package(args) -> int:
                           half=not args.full, fast_decoder=args.fast_decoder,
                           depth_head=args.depth_head,
                           sample={k: v for k, v in (("decoder", args.decoder),
-                                                    ("composite", args.composite))
+                                                    ("composite", args.composite),
+                                                    ("paint_yield", args.paint_yield))
                                   if v is not None} or None,
                           memory={k: v for k, v in (("cache3d", args.cache3d),
                                                     ("cache_points", args.cache_points))
@@ -498,6 +512,21 @@ def configure_cli(parser) -> None:
                          "%(default)s: the engine's)")
     _finetune_arguments(me, steps=300)
     me.set_defaults(func=_cli_memory)
+    ev = sub.add_parser("events", help="fine-tune a world to bring what an event prompt names",
+                        description="a world fine-tuned from another's weights on clips whose "
+                                    "last chunk starts with an event's prompt, half of them, "
+                                    "and the store's other clips (train/events.py)")
+    ev.add_argument("--data", required=True,
+                    help="episode store with event prompts on chunk starts (data record "
+                         "--events summon_monster --event-every <chunk frames>)")
+    ev.add_argument("--event", default="summon_monster",
+                    help="the engine event the fine-tune teaches (default %(default)s)")
+    ev.add_argument("--share", type=_share, default=0.5, metavar="SHARE",
+                    help="share of the clips that start the event (default %(default)s)")
+    ev.add_argument("--latents", default=None,
+                    help="latent cache of the start's autoencoder (default <data>/latents)")
+    _finetune_arguments(ev, steps=400)
+    ev.set_defaults(func=_cli_events)
     p = sub.add_parser("package", help="assemble a world directory from training outputs",
                        description="autoencoder + world model + config (+ captions) -> one "
                                    "directory that pretrained.load_world reads")
@@ -519,6 +548,10 @@ def configure_cli(parser) -> None:
                    help="the packaged world's sample.composite (default: the run's "
                         "config's): 'cache' paints the 3D cache's render into the frames "
                         "where it covers them")
+    p.add_argument("--paint-yield", type=_share, default=None, metavar="RATIO",
+                   help="the packaged world's sample.paint_yield: where its own pixel is "
+                        "nearer than RATIO times the painted render's depth, it stays (a "
+                        "character an event brought is not painted over; needs a depth head)")
     p.add_argument("--cache3d", choices=[c for c in CACHE3D if c != "off"], default=None,
                    help="a 3D cache for a world whose model reads none, kept only to paint "
                         "(with --composite cache; 'own' needs --depth-head)")
