@@ -133,6 +133,21 @@ def test_events_protocol_scores_truth_as_the_engine_and_a_blank_model_zero():
     assert out["repeat"]["false_alarm_share"]["mean"] == 1 / 8  # walk 3's imp persists
 
 
+def test_the_events_protocol_walks_from_the_suites_seed():
+    """Every protocol of the suite draws its walks from `--seed` (SuiteSizes.seed), the
+    events too: their seeds start SEED_OFFSET above it."""
+    from worldlab.evaluate.events import SEED_OFFSET
+    from worldlab.evaluate.suite import events as protocol
+    from worldlab.evaluate.suite.base import SuiteRun
+
+    world = SimpleNamespace(size=32, chunk_frames=4)
+    probes = Probes(RedProbe(), None, {"kinds": {"imp": {"usable": True}}})
+    for seed in (1_000_000, 1_200_000):
+        run = SuiteRun(world, {"truth": Truth()}, probes,
+                       SuiteSizes(event_walks=1, seed=seed), "procedural", {})
+        assert protocol.PROTOCOL.run(run)[0]["events"]["first_seed"] == seed + SEED_OFFSET
+
+
 def test_events_protocol_refuses_a_probe_below_the_accuracy_bar():
     walks = {"prompt": "x", "prompt_frame": 8, "prompted": labelled([event_walk(0, 8)]),
              "plain": labelled([event_walk(0, None)])}

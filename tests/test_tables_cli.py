@@ -264,3 +264,20 @@ def test_worlds_scored_one_job_each_make_the_same_recall_table(tmp_path):
         "engine", "none", "retrieval", "oracle"]
     assert (tmp_path / table["strip"]["file"]).is_file() and table["strip"]["file"] == \
         "t_strip.png"
+
+
+def test_a_cached_score_is_keyed_by_what_the_world_holds_not_its_path_alone(tmp_path):
+    """A world made anew at the same path (a spec's package stage run again) is measured
+    again: the key holds a digest of its files; the same files give the same key."""
+    from worldlab.evaluate.table_io import cache_key
+
+    world = tmp_path / "worlds" / "proc64"
+    (world / "world").mkdir(parents=True)
+    (world / "world_config.json").write_text("{}")
+    (world / "world" / "weights.safetensors").write_bytes(b"one")
+    first = cache_key(world, 32, 1100000)
+    assert cache_key(world, 32, 1100000) == first
+    assert cache_key(world, 16, 1100000) != first
+    (world / "world" / "weights.safetensors").write_bytes(b"two")
+    assert cache_key(world, 32, 1100000) != first
+    assert cache_key(tmp_path / "not_a_world", 32) == cache_key(tmp_path / "not_a_world", 32)

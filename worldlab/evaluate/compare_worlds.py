@@ -37,14 +37,14 @@ from ..engines import make_engine
 from ..episodes import EpisodeStore, level_coverage
 from ..loading import load_module, read_model_config
 from ..model.autoencoder import Resampling, VideoAutoencoder
-from ..paths import ROOT
+from ..paths import ROOT, relative
 from ..pretrained import load_world
 from ..threads import use_threads
 from ..viz import to_png_bytes
 from .protocols import HELDOUT_SEED, autoencoder_scores, heldout_episodes, quick_suite
 from .stats import combine_seeds, seed_groups
 from .strip import reconstruction_strip, rollout_strip
-from .table_io import beside, cached, relative, write_table
+from .table_io import beside, cached, write_table
 
 TRAIN_MAPS, HELDOUT_MAP = ("MAP01", "MAP02", "MAP03"), ("MAP04",)
 OPTS = {"monsters": "invulnerable"}

@@ -32,6 +32,7 @@ from pathlib import Path
 import numpy as np
 
 from ..metrics import sharpness_ratio
+from ..paths import relative
 from ..pretrained import load_world
 from ..threads import use_threads
 from .events import event_scores, event_walks
@@ -42,7 +43,7 @@ from .report import print_table
 from .shipped import load_shipped_probes
 from .stats import bootstrap
 from .strip import rollout_strip
-from .table_io import cache_key, cached, parse_models, relative, write_strip, write_table
+from .table_io import cache_key, cached, parse_models, write_strip, write_table
 
 HORIZON = 128  # frames of the open loop
 SHARP_FRAMES = 32  # the open loop's first frames whose sharpness is scored

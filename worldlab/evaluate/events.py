@@ -44,8 +44,8 @@ def prompt_frame(chunk_frames: int) -> int:
 
 def event_walks(engine: str, n: int, size: int, chunk_frames: int,
                 seed: int = HELDOUT_SEED + SEED_OFFSET, maps=None, progress=None) -> dict:
-    """`n` walk pairs {"prompted", "plain"} (each `LabelledWalks`), random starts, the
-    summon prompt at `prompt_frame` in the prompted ones."""
+    """`n` walk pairs {"prompted", "plain"} (each `LabelledWalks`) of seeds `seed`.., random
+    starts, the summon prompt at `prompt_frame` in the prompted ones."""
     cls = engine_class(engine)
     spec = next(s for s in cls.events if s.name == EVENT)
     p = prompt_frame(chunk_frames)
@@ -54,7 +54,7 @@ def event_walks(engine: str, n: int, size: int, chunk_frames: int,
     rec = dict(policy="mix", start="random", maps=maps, progress=progress,
                **WALK_OPTS.get(engine, {}))
     seeds, prompt = range(seed, seed + n), event_prompt(spec, cls.events)
-    return {"prompt": prompt, "prompt_frame": p,
+    return {"prompt": prompt, "prompt_frame": p, "seed": seed,
             "prompted": record_labelled(engine, seeds, frames, size, prompts={p: prompt},
                                         **rec),
             "plain": record_labelled(engine, seeds, frames, size, **rec)}
@@ -96,6 +96,7 @@ def event_scores(models: dict, walks: dict, probes: Probes, seed: int = 0) -> di
                                k))
         rows[name] = {"hit": hit, "false_alarm": false}
     return {"prompt": walks["prompt"], "kind": EVENT_KIND, "prompt_frame": p,
+            **({"first_seed": walks["seed"]} if "seed" in walks else {}),
             "window_frames": len(prompted.episodes[0]) - p, "walks": len(prompted.episodes),
             "rows": {name: {"hit_share": bootstrap(r["hit"]),
                             "false_alarm_share": bootstrap(r["false_alarm"])}

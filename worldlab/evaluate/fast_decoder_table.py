@@ -24,11 +24,11 @@ import torch
 
 from ..metrics import colour_distance, psnr, sharpness_ratio, ssim
 from ..model.autoencoder import frames_to_tensor, tensor_to_frames
-from ..paths import ROOT
+from ..paths import ROOT, relative
 from ..pretrained import CAPTIONS_FILE, load_world, package_world
 from ..threads import use_threads
 from .protocols import heldout_episodes
-from .table_io import read_json, relative, write_table
+from .table_io import read_json, write_table
 
 MAPS = ("MAP01", "MAP02", "MAP03")
 WARMUP = 3  # chunks decoded before timing starts

@@ -22,11 +22,12 @@ from pathlib import Path
 
 import numpy as np
 
+from ..paths import relative
 from ..pretrained import load_world
 from ..threads import use_threads
 from .protocols import heldout_episodes, next_chunk
 from .stats import bootstrap, paired, paired_seed_rows
-from .table_io import cache_key, cached, paired_models, relative, seed_row, write_table
+from .table_io import cache_key, cached, paired_models, seed_row, write_table
 
 MAP_SETS = {"training_maps": ("MAP01", "MAP02", "MAP03"), "heldout_map": ("MAP04",)}
 HELDOUT_MAP_OFFSET = 100_000  # the held-out map's walks start this far above --seed

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..paths import relative
 from ..pretrained import load_world
 from ..threads import use_threads
 from ..viz import frame_grid
@@ -32,8 +33,8 @@ from .memory_bars import Bar, bar_rows
 from .protocols import whole_walks
 from .report import print_table
 from .stats import bootstrap, paired_seed_rows, seed_groups
-from .table_io import (best_row, cache_key, cached, paired_models, relative,
-                       seed_row, with_engines_of, write_scores, write_strip, write_table)
+from .table_io import (best_row, cache_key, cached, paired_models, seed_row, with_engines_of,
+                       write_scores, write_strip, write_table)
 
 OPTS = {"doom": {"monsters": "invulnerable"}, "procedural": {}}
 POLICY = "loops"

@@ -21,6 +21,7 @@ from pathlib import Path
 import numpy as np
 
 from ..atomic import atomic_write_bytes
+from ..paths import relative
 from ..pretrained import load_world
 from ..viz import frame_grid, to_png_bytes
 from .memory_bars import bar_rows
@@ -29,7 +30,7 @@ from .protocols import heldout_episodes
 from .report import print_revisit, print_table
 from .revisit import POLICIES, pool_variants, return_pairs
 from .stats import paired, seed_average, seed_groups
-from .table_io import PROVENANCE, beside, read_json, relative, write_table
+from .table_io import PROVENANCE, beside, read_json, write_table
 
 REVISIT = "an `eval --suite revisit` output (variants, episodes)"
 KEEP = ("return_psnr", "return_ssim", "self_consistency_psnr", "all_frames_psnr")

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..paths import relative
 from ..pretrained import load_world
 from ..threads import use_threads
 from .memory_bars import RECALL_BARS, bar_rows, recall_bar_values
@@ -23,8 +24,8 @@ from .recall import (MAX_WINDOW_COVER, recall_strip, recall_walks, reference_rec
 from .revisit import MIN_GAP, MIN_OVERLAP
 from .report import print_table
 from .stats import bootstrap, paired_seed_rows, seed_groups
-from .table_io import (best_row, cache_key, cached, paired_models, relative,
-                       seed_row, with_engines_of, write_scores, write_strip, write_table)
+from .table_io import (best_row, cache_key, cached, paired_models, seed_row, with_engines_of,
+                       write_scores, write_strip, write_table)
 
 OPTS = {"doom": {"monsters": "invulnerable"}, "procedural": {}}  # and procedural's --walls
 

@@ -10,11 +10,10 @@ a JSON that holds one).
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 
 from ..atomic import atomic_write_bytes, atomic_write_json
-from ..paths import ROOT, RUNS
+from ..paths import ROOT, RUNS, relative
 
 TABLES = RUNS / "tables"  # where a table's JSON goes unless --out says otherwise
 # what the ship stage adds; an input that carries it (a shipped table fed back) loses it
@@ -79,13 +78,6 @@ def seed_row(pooled: dict, metric: str) -> dict:
                if k in ("per_seed", "seeds") or k.startswith("paired_vs_")}}
 
 
-def relative(path) -> str:
-    """`path` as a table records it: relative to the repository root (a relative path is
-    kept as given)."""
-    path = Path(path)
-    return os.path.relpath(path, ROOT) if path.is_absolute() else str(path)
-
-
 def beside(out, name: str) -> Path:
     """The file `name` (a PNG strip) in the directory of the table's JSON `out`."""
     if Path(name).name != name:
@@ -106,10 +98,25 @@ def cached(path, measure):
 
 
 def cache_key(*parts) -> str:
-    """A short hash of what a cached part was measured with (a world's path, the walks'
-    sizes and seeds): the part is measured again when any of them changes."""
+    """A short hash of what a cached part was measured with (a world: its path and what
+    its files hold; the walks' sizes and seeds): the part is measured again when any of
+    them changes, also a world made anew at the same path."""
     import hashlib
-    return hashlib.sha256(json.dumps([str(p) for p in parts]).encode()).hexdigest()[:12]
+    return hashlib.sha256(json.dumps([_keyed(p) for p in parts]).encode()).hexdigest()[:12]
+
+
+def _keyed(part) -> str | list[str]:
+    """A part of a cache key: a world directory as its path and a digest of its files."""
+    import hashlib
+
+    path = Path(ROOT, str(part))
+    if not (path / "world_config.json").is_file():
+        return str(part)
+    digest = hashlib.sha256()
+    for f in sorted(p for p in path.rglob("*") if p.is_file()):
+        digest.update(f.relative_to(path).as_posix().encode())
+        digest.update(f.read_bytes())
+    return [str(part), digest.hexdigest()]
 
 
 def write_strip(out, image) -> Path:

@@ -12,6 +12,7 @@ Shape legend: n frames, t time, c channels, h w height width.
 from __future__ import annotations
 
 import dataclasses
+import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -30,6 +31,7 @@ from ..model.autoencoder import (VideoAutoencoder, encode_store, evaluate_autoen
 from ..model.discriminator import AutoencoderWithCritic, PatchDiscriminator
 from ..model.dit import WorldModel
 from ..model.textenc import CaptionTable
+from ..paths import relative
 from ..pretrained import CAPTIONS_FILE, package_world
 from .checkpoints import load_weights, save_model_dir
 from .hardware import (check_memory, clip_tensor_bytes, latent_geometry, this_machine,
@@ -41,6 +43,7 @@ from .sharding import uses_fsdp
 
 LATENT_SCALE_FRAMES, HELD_OUT_FRAMES = 2048, 1024  # frames measured after training
 LATENT_SCALE_FIELDS = ("scaling_factor", "shift_factor")  # config fields measured, not chosen
+RUN_FILE = "train_run.json"  # a world run's record: steps, seconds, data, device
 SAMPLE_FRAMES, SAMPLE_CLIPS = 8, 2  # what a run draws in TensorBoard at each checkpoint
 
 
@@ -310,9 +313,17 @@ def world(store, cfg: WorldConfig, out=None, *, autoencoder=None, latents=None,
     if on_start is not None:
         on_start({"parameters": _n_params(model), "clips": len(clips), "steps": cfg.train.steps,
                   "encoded": encoded, "latents": str(cache.root)})
+    t0 = time.perf_counter()
     state = fit(model, clips, cfg.train, loss_fn, callbacks=callbacks, out_dir=out,
                 resume=resume, accelerator=acc,
                 samples=_world_samples(clips, autoencoder, cfg.sample.steps))
+    if out is not None:  # what the run cost, packaged with the world (a table's budget)
+        atomic_write_json(Path(out) / RUN_FILE, {
+            "steps": cfg.train.steps, "batch_size": cfg.train.batch_size,
+            "seconds": time.perf_counter() - t0, "resumed": resume, "clips": len(clips),
+            "episodes": len(ids), "device": str(acc.device),
+            "threads": torch.get_num_threads(),
+            "init": None if init is None else relative(init)})
     if table is not None and out is not None:
         table.save(Path(out) / CAPTIONS_FILE)
     return WorldRun(state["model"], state["ema"], cfg, table, cache, clips, state)
@@ -350,14 +361,15 @@ def package(autoencoder, run, out, weights: str = "ema", half: bool = True,
             memory: dict | None = None) -> Path:
     """A world directory (see `worldlab.pretrained`) from an autoencoder directory and a
     world run directory (`world(..., out=run)` or `distill(..., out=run)`): its `weights`
-    subfolder, its config, its captions and a student's `distill_run.json` when it has them,
+    subfolder, its config, its captions and its records when it has them (a student's
+    `distill_run.json`, a world run's `train_run.json`),
     and a fast decoder (`train decoder`'s out/model) and a depth head (`train depth-head`'s
     out/model) when given; `sample` and `memory` change fields of the packaged config's
     sample and memory sections (`package_world`)."""
     run = Path(run)
-    captions, record = run / CAPTIONS_FILE, run / "distill_run.json"
+    captions = run / CAPTIONS_FILE
+    records = tuple(r for r in (run / "distill_run.json", run / RUN_FILE) if r.exists())
     return package_world(autoencoder, run / weights, run / "world_config.json", out,
                          captions if captions.exists() else None, half=half,
                          fast_decoder=fast_decoder, depth_head=depth_head,
-                         records=(record,) if record.exists() else (), sample=sample,
-                         memory=memory)
+                         records=records, sample=sample, memory=memory)

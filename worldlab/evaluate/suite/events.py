@@ -7,7 +7,7 @@ Section: events (`events.event_scores`' result) or {"skipped": why}.
 
 from __future__ import annotations
 
-from ..events import event_scores, event_walks
+from ..events import SEED_OFFSET, event_scores, event_walks
 from .base import COLUMNS, Protocol, Row, SuiteRun
 
 
@@ -15,7 +15,7 @@ def _run(run: SuiteRun) -> tuple[dict, dict]:
     if run.probes is None:
         return {"events": {"skipped": "no probes given"}}, {}
     walks = event_walks(run.engine, run.sizes.event_walks, run.world.size,
-                        run.world.chunk_frames)
+                        run.world.chunk_frames, seed=run.sizes.seed + SEED_OFFSET)
     return {"events": event_scores(run.models, walks, run.probes)}, {}
 
 
