@@ -497,6 +497,20 @@ def event_prompt(spec: EventSpec, specs: tuple[EventSpec, ...]) -> str:
                      f"keywords shadow all of {spec.keywords}")
 
 
+def check_event_schedule(specs, rate: float, every: int = 1,
+                         kinds: tuple[str, ...] | None = None) -> None:
+    """Raise ValueError naming the first bad value of an event schedule (`WithEvents`):
+    `rate` a probability, `every` a positive step count, `kinds` some of `specs`' names."""
+    if not 0 <= rate <= 1:
+        raise ValueError(f"event rate must be a probability in [0, 1], got {rate!r}")
+    if not (isinstance(every, int) and every >= 1):
+        raise ValueError(f"event every must be a positive number of steps, got {every!r}")
+    names = [s.name for s in specs]
+    if kinds is not None and (not kinds or any(k not in names for k in kinds)):
+        raise ValueError(f"event kinds must be some of the engine's events {names}, got "
+                         f"{kinds!r}")
+
+
 class WithEvents(Policy):
     """Wraps a policy; at every `every`-th step (1-based: the step that produces frame i,
     so `every` = a world's chunk_frames puts each prompt on a chunk's first frame), with
@@ -505,15 +519,7 @@ class WithEvents(Policy):
 
     def __init__(self, policy: Policy, specs: tuple[EventSpec, ...], rate: float,
                  seed: int = 0, every: int = 1, kinds: tuple[str, ...] | None = None):
-        if not 0 <= rate <= 1:
-            raise ValueError(f"event rate must be a probability in [0, 1], got {rate!r}")
-        if not (isinstance(every, int) and every >= 1):
-            raise ValueError(f"event every must be a positive number of steps, got {every!r}")
-        names = [s.name for s in specs]
-        unknown = [k for k in kinds or () if k not in names]
-        if unknown or (kinds is not None and not kinds):
-            raise ValueError(f"event kinds must be some of the engine's events {names}, got "
-                             f"{kinds!r}")
+        check_event_schedule(specs, rate, every, kinds)
         self.inner, self.rate, self.seed, self.every = policy, rate, seed, every
         self.prompts = [event_prompt(s, specs) for s in specs
                         if kinds is None or s.name in kinds]

@@ -28,7 +28,8 @@ from ..camera import ACTION_FIELDS, ACTION_WIDTH, heading_from_pose, wrap_degree
 from ..config import STARTS
 from ..engines import Engine, Event, engine_class, make_engine
 from ..engines.coverage import coverage
-from ..engines.policies import MIX_SCHEDULE, POLICIES, WithPrompts, make_policy, with_events
+from ..engines.policies import (MIX_SCHEDULE, POLICIES, WithPrompts, check_event_schedule,
+                                make_policy, with_events)
 from .schema import Episode, make_meta, prompts_from_steps
 from .store import EpisodeStore
 
@@ -131,8 +132,9 @@ def record_with(engine: Engine, seed: int, frames: int, policy: str = "mix",
     `start` "random" starts at `engine.start_options(seed)`; `map` (engines with maps)
     switches the engine to it first; `prompts` {step: text} adds those prompts at those
     steps (scripted events). Event prompts come at `event_rate` per `event_every`-th step,
-    of the events `event_kinds` only when given (`policies.with_events`). Meta records `start`, `map`, the engine's `monsters` and
-    `walls` (None for an engine without them) and `start_pose` [x, y, yaw] of frame 0. If
+    of the events `event_kinds` only when given (`policies.with_events`). Meta records
+    `start`, `map`, the engine's `monsters` and `walls` (None for an engine without them),
+    `start_pose` [x, y, yaw] of frame 0 and a schedule other than every step's. If
     the game ends early (DOOM: the player died) the episode is shorter and meta `ended`
     says why. `callback(i, obs)` is called with every frame i, frame 0 too.
     """
@@ -218,7 +220,8 @@ def record_many(store: EpisodeStore, engine_name: str, seeds: list[int], frames:
                 event_kinds: tuple[str, ...] | None = None, **engine_opts) -> list[str]:
     """Record one episode per seed into `store` as `<engine>-<seed>`; return the ids.
 
-    `start`, `event_every` and `event_kinds` as in `record_with`; with `maps` (engines with maps), seed s plays
+    `start`, `event_every` and `event_kinds` as in `record_with` (a bad schedule fails
+    before anything is written); with `maps` (engines with maps), seed s plays
     `map_of(s, maps)`. Unless `overwrite`, fails before recording anything if one of the
     ids exists. `callback(id)` after each write. Workers are forked (not spawned: `python
     -m worldlab` is not import-safe as a main module, and forking skips re-importing torch
@@ -228,8 +231,8 @@ def record_many(store: EpisodeStore, engine_name: str, seeds: list[int], frames:
         raise ValueError(f"workers must be a positive integer, got {workers!r}")
     _check_policy(policy)
     _check_start(start)
-    with_events(make_policy(policy), engine_class(engine_name).events, event_rate,
-                every=event_every, kinds=event_kinds)  # its errors before anything is written
+    check_event_schedule(engine_class(engine_name).events, event_rate, event_every,
+                         event_kinds)
     if maps is not None and (isinstance(maps, str) or not maps
                              or not all(isinstance(m, str) and m for m in maps)):
         raise ValueError(f"maps must be a non-empty tuple of map names, got {maps!r}")

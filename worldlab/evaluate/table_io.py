@@ -9,6 +9,7 @@ a JSON that holds one).
 
 from __future__ import annotations
 
+import hashlib
 import json
 from pathlib import Path
 
@@ -101,14 +102,11 @@ def cache_key(*parts) -> str:
     """A short hash of what a cached part was measured with (a world: its path and what
     its files hold; the walks' sizes and seeds): the part is measured again when any of
     them changes, also a world made anew at the same path."""
-    import hashlib
     return hashlib.sha256(json.dumps([_keyed(p) for p in parts]).encode()).hexdigest()[:12]
 
 
 def _keyed(part) -> str | list[str]:
     """A part of a cache key: a world directory as its path and a digest of its files."""
-    import hashlib
-
     path = Path(ROOT, str(part))
     if not (path / "world_config.json").is_file():
         return str(part)

@@ -71,10 +71,10 @@ def mixed_windows(store: EpisodeStore, clip_frames: int, chunk_frames: int,
                          f"--events {event} --event-every {chunk_frames})")
     others = sorted(set(every) - set(chosen))
     n = min(len(others), round(len(chosen) * (1 - share) / share))
-    rng = np.random.default_rng(seed)
-    picked = [others[k] for k in rng.choice(len(others), n, replace=False)] if n else []
-    order = {w: k for k, w in enumerate(every)}
-    return sorted(chosen + picked, key=order.__getitem__)
+    picked = {others[k] for k in np.random.default_rng(seed).choice(len(others), n,
+                                                                     replace=False)}
+    kept = set(chosen) | picked
+    return [w for w in every if w in kept]
 
 
 def event_config(base: WorldConfig, steps: int, batch_size: int, seed: int = 0,
@@ -97,10 +97,12 @@ def finetune(start, store, out=None, *, event: str = EVENT, share: float = EVENT
     cfg = event_config(w.config, steps, batch_size, seed)
     f = w.model.config.chunk_frames
 
+    clip_frames = f * cfg.data.clip_chunks
+
     def clips(store, cache, ids, data_device):
-        windows = mixed_windows(store, f * cfg.data.clip_chunks, f, ids, event, share, seed)
-        return ClipTensors(store, cache, f * cfg.data.clip_chunks, f, ids=ids,
-                           device=data_device, windows=windows)
+        windows = mixed_windows(store, clip_frames, f, ids, event, share, seed)
+        return ClipTensors(store, cache, clip_frames, f, ids=ids, device=data_device,
+                           windows=windows)
 
     return world(EpisodeStore.open(store), cfg, out, autoencoder=Path(w.path) / "autoencoder",
                  latents=latents, captions=w.captions,
