@@ -245,6 +245,8 @@ def test_full_suite_runs_end_to_end_on_a_tiny_world(world, tmp_path):
     assert not set(result["generalisation"]["seeds"]) & set(result["walks"]["seeds"])
     assert strips["main"]["engine"].shape == strips["main"]["world"].shape
     assert all(len(r) == 3 for r in headline_rows(result))
+    assert result["budget"]["repeat"] is None and set(result["budget"]) == {"world", "repeat"}
+    assert headline_rows(result)[-1][:2] == ("budget", "training")
     page = write_html({"tiny": result}, {"tiny": strips}, tmp_path / "full.html")
     text = page.read_text()
     assert "plotly" in text and "data:image/png;base64" in text

@@ -204,14 +204,17 @@ def _full(args) -> int:
     and one HTML page for all of them."""
     from tqdm.auto import tqdm
 
+    from .budget import parse_stated
     from .full import full_suite, suite_sizes
     from .full_report import print_full, save_strip, write_html
     from .shipped import load_shipped_peer, load_shipped_probes
 
     chosen = registry.select(None if args.suite == "full" else [args.suite])
     sizes = suite_sizes(args.full_size)
+    models = _models(args)
+    stated = parse_stated(args.budget, models)
     results, strips = {}, {}
-    for name, path in _models(args).items():
+    for name, path in models.items():
         world = load_world(resolve_checkpoint(path), device=args.device,
                            subfolder=args.weights, sample=_sample(args))
         engine = args.engine or world.config.data.engine
@@ -220,7 +223,8 @@ def _full(args) -> int:
         bar = tqdm(total=len(chosen), desc=f"{args.suite} suite: {name}", unit="protocol")
         results[name], strips[name] = full_suite(
             world, peer, probes, sizes, engine=engine, protocols=[p.name for p in chosen],
-            progress=lambda title: (bar.set_postfix_str(title), bar.update()))
+            progress=lambda title: (bar.set_postfix_str(title), bar.update()),
+            budget=stated.get(name))
         bar.close()
         results[name].update(checkpoint=str(path), peer=None if peer is None else
                              str(peer.path), threads=args.threads, device=args.device)
@@ -325,6 +329,9 @@ def configure_cli(parser) -> None:
     parser.add_argument("--probes", default=None, metavar="DIR",
                         help="full suite: events and camera probes (default: the shipped "
                              "ones of the world's engine)")
+    parser.add_argument("--budget", action="append", default=[], metavar="NAME=TEXT",
+                        help="full suite: what the world --model NAME cost to train, in "
+                             "words, stated beside its recorded runs; repeatable")
     parser.add_argument("--full-size", action="append", default=[], metavar="KEY=N",
                         help="full suite: change one of its sizes (full.SuiteSizes), e.g. "
                              "episodes=2; repeatable")

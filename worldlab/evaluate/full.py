@@ -16,8 +16,9 @@ Sections of the result (each protocol's module under `suite/` documents its own)
     events          `suite.events`: prompted characters, every model
     generalisation  `suite.generalisation`: held_out on an unseen map (DOOM) or seeds
 
-then protocols (the names run, in order), probes (their report), models and seconds (per
-protocol, and the total).
+then protocols (the names run, in order), probes (their report), models, budget (what each
+model cost to train: `budget.model_budget`, its records and the world's `budget` in words)
+and seconds (per protocol, and the total).
 
 Models: "world" (the checkpoint), "peer" (`evaluate.peer`, when given) and "repeat"
 (`RepeatPredictor`). `SIZES` holds the suite's default sizes; a notebook or CI passes
@@ -31,6 +32,7 @@ from dataclasses import asdict
 
 from ..pretrained import World
 from . import registry
+from .budget import model_budget
 from .predictors import RepeatPredictor, WorldPredictor
 from .suite.base import SIZES, SuiteRun, SuiteSizes, suite_sizes
 from .suite.walks import (GENERALISATION_MAPS, GENERALISATION_OFFSET, STRIP_STEPS,
@@ -42,11 +44,13 @@ __all__ = ["full_suite", "SuiteSizes", "SIZES", "suite_sizes", "suite_walks", "w
 
 def full_suite(world: World, peer=None, probes=None, sizes: SuiteSizes = SIZES,
                progress=None, engine: str | None = None,
-               protocols: list[str] | None = None) -> tuple[dict, dict]:
+               protocols: list[str] | None = None,
+               budget: str | None = None) -> tuple[dict, dict]:
     """The `protocols` named (default: every registered one) for `world` (and the `peer`
     predictor, when given) on held-out walks of the world's engine; `probes`
     (`train.probes.Probes` of that engine) for events and camera following (skipped
-    without). `progress(title)` after each protocol. Returns (result, strips: uint8 frames
+    without); `budget`: what the world cost to train, in words (its records only cover its
+    last runs). `progress(title)` after each protocol. Returns (result, strips: uint8 frames
     for the report, not stored in the JSON)."""
     chosen = registry.select(protocols)
     engine = engine or world.config.data.engine
@@ -72,5 +76,8 @@ def full_suite(world: World, peer=None, probes=None, sizes: SuiteSizes = SIZES,
     result["protocols"] = [p.name for p in chosen]
     result["probes"] = None if probes is None else probes.report
     result["models"] = {name: getattr(m, "name", name) for name, m in models.items()}
+    result["budget"] = {"world": model_budget(world.path, budget),
+                        **({} if peer is None else {"peer": model_budget(peer.path)}),
+                        "repeat": None}
     result["seconds"] = {**seconds, "total": float(sum(seconds.values()))}
     return result, strips

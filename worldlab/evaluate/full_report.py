@@ -25,25 +25,34 @@ from ..atomic import atomic_write_bytes, atomic_write_text
 from ..train.probes import motion_usable
 from ..viz import to_png_bytes
 from . import registry
+from .budget import budget_rows
 from .suite.base import COLUMNS, Row, cell
 from .suite.walks import STRIP_STEPS
 
 
-def headline_rows(result: dict) -> list[Row]:
+def headline_rows(result: dict, words: bool = True) -> list[Row]:
     """(section, metric, {column: value}) rows of one world's full result: each protocol's
-    rows (`registry.present`), in the registry's order."""
-    return [row for p in registry.present(result) for row in p.rows(result)]
+    rows (`registry.present`), in the registry's order, then what each model cost to train
+    (`budget.budget_rows`; with `words`, its budget in words too)."""
+    rows = [row for p in registry.present(result) for row in p.rows(result)]
+    if "budget" in result:  # results written before it recorded budgets have none
+        rows += budget_rows(result["budget"], words)
+    return rows
 
 
 def print_full(result: dict) -> None:
-    """The headline table of one world's result, intervals in brackets."""
-    rows = headline_rows(result)
+    """The headline table of one world's result, intervals in brackets, then each model's
+    training budget in words (too long for a column)."""
+    rows = headline_rows(result, words=False)
     cols = [c for c in COLUMNS if any(c in r[2] for r in rows)]
     cells = [[s, m] + [cell(r.get(c)) for c in cols] for s, m, r in rows]
     head = ["section", "metric", *cols]
     widths = [max(len(str(x)) for x in col) for col in zip(head, *cells)]
     for line in [head, *cells]:
         print("  ".join(str(x).ljust(w) for x, w in zip(line, widths)))
+    for _, _, texts in headline_rows(result)[len(rows):]:
+        for column, text in texts.items():
+            print(f"budget of {column}: {text}")
 
 
 # ----------------------------------------------------------------------------------------

@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..atomic import atomic_write_text
+from ..evaluate.budget import summary
 from ..evaluate.stats import fmt
 from ..paths import ROOT
 
@@ -247,7 +248,7 @@ def _benchmark_rows(world: str, r: Result) -> list[tuple]:
     def yaw(model):
         return num(r.get(*cam, model, "controls", "yaw", "ratio"))
 
-    return [
+    rows = [
         (world, "next chunk PSNR (dB)", fmt(r.get(*nc, "world", "psnr")),
          fmt(r.get(*nc, "repeat", "psnr")), num(r.get(*nc, "world", "baseline_warp_psnr")),
          fmt(r.get(*nc, "peer", "psnr")),
@@ -275,6 +276,11 @@ def _benchmark_rows(world: str, r: Result) -> list[tuple]:
          fmt(r.get(*gen, "next_chunk", "peer", "psnr")),
          f"{num(r.get(*gen, 'next_chunk', 'world', 'autoencoder_psnr'))} (autoencoder)"),
     ]
+    budgets = r.get(*w).get("budget")  # none in results written before they were recorded
+    if budgets is not None:
+        rows.append((world, "training budget", summary(budgets["world"]), summary(None), "-",
+                     summary(budgets["peer"]) if "peer" in budgets else "-", "-"))
+    return rows
 
 
 def benchmark(results: Path) -> Rendered:
@@ -375,10 +381,11 @@ def geometry(results: Path) -> Rendered:
     return Rendered(header, rows, (r,))
 
 
-def recall(results: Path) -> Rendered:
-    """The recall protocol per engine block: each world pooled over its seeds and paired
-    with the reference, then the references on the same frames."""
-    r = load_result(results, "geometry_recall.json")
+def recall(results: Path, name: str = "geometry_recall.json") -> Rendered:
+    """The recall protocol's table `name` (`table recall`) per engine block: each world
+    pooled over its seeds and paired with the reference, then the references on the same
+    frames."""
+    r = load_result(results, name)
     ref, rows = r.get("reference"), []
     for block, b in r.get("engines").items():
         where = f"{block.replace('_', ' ')} ({b['walks']} walks, {b['recall_frames']} frames)"
