@@ -192,10 +192,13 @@ def worlds(results: Path) -> Rendered:
     next chunk with its interval beside warp-last, repeat-last and the autoencoder; the
     128-frame open loop against repeat-last; mirrored controls; sharpness; realism; events."""
     r = load_result(results, "worlds.json")
-    rows = []
+    rows, seen = [], set()
     for name, b in r.get("worlds").items():
         for which, s, path in (("new", b["world"], b["checkpoint"]),
                                ("old", b["old"]["world"], b["old"]["checkpoint"])):
+            if path in seen:  # an old world a block before already showed (the same walks)
+                continue
+            seen.add(path)
             events = (pair(s["event_hit_rate"], s["event_false_alarm_rate"])
                       if "event_hit_rate" in s else "-")
             rows.append((f"{name}, {which} ({path}; {b['walks']} walks)", *_next_chunk_cells(s),
