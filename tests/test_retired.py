@@ -44,15 +44,6 @@ def test_restore_brings_a_retired_world_back_byte_for_byte(repo):
     assert (dest / "world_config.json").read_text() == "{}"
 
 
-def test_a_world_replaced_in_place_comes_back_under_its_own_name(repo):
-    root, registry = repo
-    replaced = {"old_v1": (registry["old"][0], "the world 'old' was", "old")}
-    dest = restore("old_v1", root, replaced)
-    assert dest == root / "data" / "checkpoints" / "old_v1"
-    assert (dest / "world" / "weights.bin").read_bytes() == bytes(range(256)) * 64
-    assert [p.name for p in dest.parent.iterdir()] == ["old_v1"]
-
-
 def test_restore_names_an_unknown_world_and_a_missing_commit(repo):
     root, registry = repo
     with pytest.raises(ValueError, match="no retired world 'new'; retired: old"):

@@ -10,9 +10,6 @@ history every full clone already holds. Nothing is downloaded:
     python -m worldlab checkpoints list
     python -m worldlab checkpoints restore doom64_v1     # -> data/checkpoints/doom64_v1/
 
-A world replaced in place (a retrained default keeps its name) is retired under a name of
-its own, with the name it had in that commit as its `source`.
-
 A restored world is ignored by git (.gitignore), so a spec that reads it still ships from a
 clean tree; the specs that start from one restore it in their first stage.
 """
@@ -25,27 +22,18 @@ import subprocess
 import tarfile
 import tempfile
 from pathlib import Path
-from typing import NamedTuple
 
 from .paths import ROOT
 
-
-class Retired(NamedTuple):
-    commit: str  # a commit whose tree holds the world
-    what: str  # what it is and who reads it
-    source: str | None = None  # its name under data/checkpoints/ in that commit (default:
-    # the retired name; a world replaced in place is retired under a name of its own)
-
-
-RETIRED: dict[str, Retired] = {
-    "doom64_v1": Retired("ca045d8d8be0eb7dd0ae99537c9d87d8423b4c56",
-                         "the wave-1 world (MAP01's player start): the start of "
-                         "doom64_teacher (experiments/level_world.yaml), wide_latents.yaml "
-                         "and autoencoder_4x.yaml; scored in eval_quick_doom64_v1.json and "
-                         "autoencoder_doom64_v1.json"),
-    "peer_proc64": Retired("ca045d8d8be0eb7dd0ae99537c9d87d8423b4c56",
-                           "the DIAMOND-style peer of the procedural engine, scored in "
-                           "benchmark.json (experiments/benchmark.yaml trains it again)"),
+# name -> (a commit whose tree holds data/checkpoints/<name>, what it is and who reads it)
+RETIRED: dict[str, tuple[str, str]] = {
+    "doom64_v1": ("ca045d8d8be0eb7dd0ae99537c9d87d8423b4c56",
+                  "the wave-1 world (MAP01's player start): the start of doom64_teacher "
+                  "(experiments/level_world.yaml), wide_latents.yaml and autoencoder_4x.yaml; "
+                  "scored in eval_quick_doom64_v1.json and autoencoder_doom64_v1.json"),
+    "peer_proc64": ("ca045d8d8be0eb7dd0ae99537c9d87d8423b4c56",
+                    "the DIAMOND-style peer of the procedural engine, scored in "
+                    "benchmark.json (experiments/benchmark.yaml trains it again)"),
 }
 
 
@@ -60,19 +48,18 @@ def restore(name: str, root: Path = ROOT, registry: dict | None = None) -> Path:
     registry = RETIRED if registry is None else registry
     if name not in registry:
         raise ValueError(f"no retired world {name!r}; retired: {', '.join(sorted(registry))}")
-    entry = Retired(*registry[name])
-    source = entry.source or name
+    commit = registry[name][0]
     dest = checkpoint_dir(name, root)
     if dest.is_dir() and any(dest.iterdir()):
         return dest
-    archive = _archive(root, entry.commit, f"data/checkpoints/{source}")
+    archive = _archive(root, commit, f"data/checkpoints/{name}")
     dest.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(dir=dest.parent, prefix=f".{name}."))
     try:
         with tarfile.open(fileobj=io.BytesIO(archive)) as tar:
             tar.extractall(tmp, filter="data")
         shutil.rmtree(dest, ignore_errors=True)  # an empty directory left by someone
-        os.replace(tmp / "data" / "checkpoints" / source, dest)
+        os.replace(tmp / "data" / "checkpoints" / name, dest)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     return dest
@@ -113,9 +100,9 @@ def configure_cli(p) -> None:
 
 def _cli(args) -> int:
     if args.action == "list":
-        for name, entry in sorted(RETIRED.items()):
-            there = "restored" if checkpoint_dir(name).is_dir() else f"at {entry.commit[:7]}"
-            print(f"{name:14s} {there:9s} {entry.what}")
+        for name, (commit, what) in sorted(RETIRED.items()):
+            there = "restored" if checkpoint_dir(name).is_dir() else f"at {commit[:7]}"
+            print(f"{name:12s} {there:9s} {what}")
         return 0
     if args.name is None:
         raise ValueError(f"checkpoints restore needs a name: one of {', '.join(RETIRED)}")
