@@ -74,7 +74,9 @@ def test_a_registered_protocol_reaches_the_choices_the_suite_and_the_report(echo
     assert result["protocols"] == ["echo"] and titles == ["echo"] and strips == {}
     assert result["echo"] == {"size": world.size, "chunk_frames": world.chunk_frames}
     assert set(result["seconds"]) == {"echo", "total"}
-    assert headline_rows(result) == [("echo", "frame side (px)", {"world": world.size})]
+    rows = headline_rows(result)  # the protocol's rows, then what each model cost to train
+    assert rows[0] == ("echo", "frame side (px)", {"world": world.size})
+    assert [r[0] for r in rows[1:]] == ["budget", "budget"]
     assert [f.layout.title.text for f in figures(result)] == ["echo: the world's frame side"]
 
 
