@@ -16,9 +16,9 @@ from the spec that made it), and the row shows both.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
+from ..loading import read_json
 from .suite.base import Row
 
 RECORDS = ("train_run.json", "distill_run.json")  # the training records a model may ship
@@ -45,10 +45,7 @@ def read_records(path) -> dict:
         f = Path(path) / name
         if not f.is_file():
             continue
-        try:
-            record = json.loads(f.read_text())
-        except json.JSONDecodeError as e:
-            raise ValueError(f"{f} is not valid JSON ({e})") from None
+        record = read_json(f, "training record")
         if not isinstance(record, dict):
             raise ValueError(f"{f} must hold a JSON object, got {type(record).__name__}")
         out[name] = {"steps": record.get("steps"), "seconds": _seconds(record),

@@ -25,7 +25,7 @@ from ..atomic import atomic_write_bytes, atomic_write_text
 from ..train.probes import motion_usable
 from ..viz import to_png_bytes
 from . import registry
-from .budget import budget_rows
+from .budget import budget_rows, summary
 from .suite.base import COLUMNS, Row, cell
 from .suite.walks import STRIP_STEPS
 
@@ -50,9 +50,8 @@ def print_full(result: dict) -> None:
     widths = [max(len(str(x)) for x in col) for col in zip(head, *cells)]
     for line in [head, *cells]:
         print("  ".join(str(x).ljust(w) for x, w in zip(line, widths)))
-    for _, _, texts in headline_rows(result)[len(rows):]:
-        for column, text in texts.items():
-            print(f"budget of {column}: {text}")
+    for column, budget in result.get("budget", {}).items():
+        print(f"budget of {column}: {summary(budget)}")
 
 
 # ----------------------------------------------------------------------------------------
