@@ -6,7 +6,7 @@ import pytest
 from worldlab import camera
 from worldlab.engines.base import Observation
 from worldlab.memory.cache3d import (PointCache, backward_warp, reprojection_error,
-                                     splat_points, warp_frame)
+                                     splat_points, view_warp, warp_frame)
 
 H = W = 32
 K = camera.intrinsics_from_fov(W, H, 90.0)
@@ -67,6 +67,37 @@ def test_backward_warp_matches_forward_warp_and_detects_occlusion():
     _, bil = backward_warp(rgb, np.full((H, W), 2.0, np.float32), POSE, dst, K,
                            interp="bilinear")
     np.testing.assert_array_equal(bil, bmask | bil)  # same coverage without src_depth
+
+
+def test_view_warp_draws_a_nearer_surface_whole_and_leaves_the_unseen_empty():
+    """Into its own camera the view comes back exactly (nearest sampling). Stepping about
+    0.5 m towards a plane 2 m ahead magnifies it 4/3: forward splatting leaves gaps between its
+    points (a quarter of the frame), the view warp none, and every pixel it draws is the
+    backward warp at the plane's true depth. Sideways past an occluder, the plane behind
+    it that the view never saw stays empty."""
+    rgb, depth = _frame(6)
+    out, d, mask = view_warp(rgb, depth, POSE, POSE, K)
+    valid = np.isfinite(depth)
+    np.testing.assert_array_equal(mask, valid)
+    np.testing.assert_array_equal(out[valid], rgb[valid])
+    np.testing.assert_allclose(d[valid], depth[valid], rtol=1e-5)
+    rgb, plane = _frame(7, plane_depth=2.0)
+    near = camera.step_pose(POSE, camera.Action(forward=0.5))
+    _, _, splatted = warp_frame(rgb, plane, POSE, near, K)
+    out, d, mask = view_warp(rgb, plane, POSE, near, K)
+    assert splatted.mean() < 0.8 and mask.all()
+    z = float(d[0, 0])  # the plane's depth from the nearer camera
+    assert z == pytest.approx(1.5, rel=0.01)
+    np.testing.assert_allclose(d, z, rtol=1e-5)
+    back, _ = backward_warp(rgb, d, POSE, near, K)
+    np.testing.assert_array_equal(out, back)
+    blocked = plane.copy()
+    blocked[:, 12:20] = 1.0  # a pillar 1 m ahead
+    side = camera.step_pose(POSE, camera.Action(right=0.25))
+    _, d, mask = view_warp(rgb, blocked, POSE, side, K)
+    assert 0 < (~mask).sum() and np.isinf(d[~mask]).all()
+    with pytest.raises(ValueError, match="interp"):
+        view_warp(rgb, plane, POSE, near, K, interp="cubic")
 
 
 def test_reprojection_error_is_zero_for_consistent_views_and_large_otherwise():

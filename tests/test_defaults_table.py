@@ -44,7 +44,8 @@ def test_a_world_and_the_one_it_replaces_share_walks_and_the_same_world_scores_t
     assert b["walks"] == 2 and b["engine"] == "procedural" and b["frames_per_walk"] == 136
     assert b["seeds_tried"] == 2 + len(b["ended_early"]) and b["heldout_map_walks"] is None
     assert new == old  # the same world on the same walks
-    for key in ("next_chunk_psnr", "baseline_warp_psnr", "baseline_repeat_psnr",
+    for key in ("next_chunk_psnr", "baseline_warp_psnr", "baseline_view_warp_psnr",
+                "baseline_repeat_psnr",
                 "autoencoder_psnr", "rollout128_psnr_mean", "rollout128_repeat_psnr_mean",
                 "mirrored_drop_db", "rollout_sharpness_ratio"):
         assert isinstance(new[key], float), key

@@ -64,8 +64,9 @@ def test_oracle_scores_the_autoencoder_ceiling(setup):
     assert r["next_chunk_short_episodes"] == 0
     assert r["next_chunk_psnr"] == pytest.approx(r["autoencoder_psnr"], abs=0.05)
     assert r["baseline_repeat_psnr"] == pytest.approx(repeat_db(np.arange(1, f + 1)).mean())
-    # a flat frame warped anywhere is the same flat frame: the warp baseline is repeat-last
+    # a flat frame warped anywhere is the same flat frame: both warps are repeat-last
     assert r["baseline_warp_psnr"] == pytest.approx(r["baseline_repeat_psnr"])
+    assert r["baseline_view_warp_psnr"] == pytest.approx(r["baseline_repeat_psnr"])
 
 
 def test_next_chunk_context_is_a_choice_and_short_walks_are_counted(setup):

@@ -278,6 +278,24 @@ def test_generate_gives_a_world_its_3d_cache(tmp_path, world_dir, store):
                   - out.astype(int)).mean() > 1
 
 
+def with_sample(world, **fields):
+    """`world` with these sample fields changed (the same weights)."""
+    return dataclasses.replace(world, config=dataclasses.replace(world.config, sample=(
+        dataclasses.replace(world.config.sample, **fields))))
+
+
+def drawn_at_first_chunk(world, ep, depth=None):
+    """A stream of `world` holding the walk's first chunk (the engine's, with its `depth`
+    for an oracle cache), and the decoded frames of a chunk it then made at the same
+    cameras (one step), not yet shown."""
+    f, stream = world.chunk_frames, world_stream(world, ep.K[0])
+    cond = chunk_conditions(0, f, *episode_conditions(world, ep, 0, f))
+    stream.append_truth(world.encode(ep.rgb[:f]), cond, ep.rgb[:f], depth)
+    g = torch.Generator().manual_seed(0)
+    x = stream.step(torch.randn((1, f, 4, 4, 4), generator=g), cond, 1, g)
+    return stream, world.decode(x)
+
+
 def test_composite_paints_what_the_cache_holds_and_the_world_draws_the_rest(
         tmp_path, world_dir, store):
     """sample.composite="cache": a place seen before comes back as it was seen. The walk's
@@ -289,16 +307,10 @@ def test_composite_paints_what_the_cache_holds_and_the_world_draws_the_rest(
     f = world.chunk_frames
     shown = {}
     for composite in ("off", "cache"):
-        w = dataclasses.replace(world, config=dataclasses.replace(world.config, sample=(
-            dataclasses.replace(world.config.sample, composite=composite))))
-        stream = world_stream(w, ep.K[0])
-        cond = chunk_conditions(0, f, *episode_conditions(w, ep, 0, f))
-        stream.append_truth(w.encode(ep.rgb[:f]), cond, ep.rgb[:f], ep.depth[:f])
-        g = torch.Generator().manual_seed(0)
-        x = stream.step(torch.randn((1, f, 4, 4, 4), generator=g), cond, 1, g)
-        drawn = w.decode(x)
+        w = with_sample(world, composite=composite)
+        stream, drawn = drawn_at_first_chunk(w, ep, ep.depth[:f])
         if composite == "cache":  # generate's renders, kept for the paint, change nothing
-            poses = cond["c2w"][0].double().numpy()  # the cameras the stream rendered
+            poses = stream.bank.poses([1])[0]  # the cameras the stream rendered
             alone = [stream._paint(frame, pose)[0] for frame, pose in zip(drawn, poses)]
         shown[composite] = (drawn, stream.show(drawn, ep.depth[:f]))
         if composite == "cache":  # the world goes on from what it showed
@@ -317,15 +329,31 @@ def test_composite_paints_what_the_cache_holds_and_the_world_draws_the_rest(
     assert np.array_equal(np.stack(alone), painted)
 
 
-def drawn_at_first_chunk(world, ep):
-    """A stream of `world` holding the walk's first chunk (the engine's), and the decoded
-    frames of a chunk it then made at the same cameras (one step), not yet shown."""
-    f, stream = world.chunk_frames, world_stream(world, ep.K[0])
-    cond = chunk_conditions(0, f, *episode_conditions(world, ep, 0, f))
-    stream.append_truth(world.encode(ep.rgb[:f]), cond, ep.rgb[:f])
-    g = torch.Generator().manual_seed(0)
-    x = stream.step(torch.randn((1, f, 4, 4, 4), generator=g), cond, 1, g)
-    return stream, world.decode(x)
+def test_paint_view_paints_the_newest_view_first(tmp_path, world_dir, store):
+    """sample.paint_view: the newest frame the stream observed, moved into each camera with
+    its depth, is painted before the cache's render. At that frame's own camera it comes
+    back exactly (the engine's frame wherever its depth is finite), where the cache's render
+    alone (every second frame fused) does not; and the paint still reaches the depth it
+    drew at. Paint_view needs composite: the config refuses it alone, naming it."""
+    from worldlab.config import make_config
+
+    world = memory_world(tmp_path, world_dir, store, "cache3d_oracle")
+    ep = store.read(store.ids()[0])
+    f = world.chunk_frames
+    painted = {}
+    for view in ("off", "nearest"):
+        w = with_sample(world, composite="cache", paint_view=view)
+        stream, drawn = drawn_at_first_chunk(w, ep, ep.depth[:f])
+        painted[view] = stream._paint(drawn[-1], ep.c2w[f - 1])
+    seen = np.isfinite(ep.depth[f - 1])
+    frame, depth = painted["nearest"]
+    assert seen.mean() > 0.5 and np.array_equal(frame[seen], ep.rgb[f - 1][seen])
+    np.testing.assert_allclose(depth[seen], ep.depth[f - 1][seen], rtol=1e-5)
+    assert (painted["off"][0][seen] != ep.rgb[f - 1][seen]).any()
+    with pytest.raises(ValueError, match="sample.paint_view='nearest' .* set it to 'cache'"):
+        make_config("tiny", sample__paint_view="nearest")
+    with pytest.raises(ValueError, match="sample.paint_view"):
+        make_config("tiny", sample__paint_view="cubic")
 
 
 def test_paint_blend_is_the_painted_renders_soft_z_buffer(tmp_path, world_dir, store):
@@ -337,8 +365,7 @@ def test_paint_blend_is_the_painted_renders_soft_z_buffer(tmp_path, world_dir, s
     ep = store.read(store.ids()[0])
     shown = {}
     for blend in (0.0, 1.0):
-        w = dataclasses.replace(world, config=dataclasses.replace(world.config, sample=(
-            dataclasses.replace(world.config.sample, composite="cache", paint_blend=blend))))
+        w = with_sample(world, composite="cache", paint_blend=blend)
         stream, drawn = drawn_at_first_chunk(w, ep)
         pose = stream.bank.poses([len(stream.bank) - 1])[0][0]
         frame, _ = stream._paint(drawn[0], pose)
@@ -359,8 +386,7 @@ def test_the_own_cache_fuses_a_painted_pixel_where_the_cache_rendered_it(
     from worldlab.memory.cache3d import PointCache
 
     world = memory_world(tmp_path, world_dir, store, "cache3d_own")
-    world = dataclasses.replace(world, config=dataclasses.replace(world.config, sample=(
-        dataclasses.replace(world.config.sample, composite="cache"))))
+    world = with_sample(world, composite="cache")
     ep = store.read(store.ids()[0])
     f = world.chunk_frames
     stream, drawn = drawn_at_first_chunk(world, ep)
@@ -499,13 +525,19 @@ def memory_world(tmp_path, world_dir, store, variant: str):
     return load_world(tmp_path / "w", device="cpu")
 
 
-@pytest.mark.parametrize("variant", ["retrieval", "cache3d_own"])
+@pytest.mark.parametrize("variant", ["retrieval", "cache3d_own", "cache3d_own+view"])
 def test_a_memory_session_saved_mid_walk_resumes_bit_for_bit(tmp_path, world_dir, store,
                                                             variant):
+    """A session with memory resumes from a save mid-walk to the same frames; with
+    `+view` the world paints (composite, paint_view), so the save carries the newest view."""
     from worldlab.camera import Action
+    from worldlab.play import saved
     from worldlab.play.session import WorldSession
 
+    variant, _, view = variant.partition("+")
     world = memory_world(tmp_path, world_dir, store, variant)
+    if view:
+        world = with_sample(world, composite="cache", paint_view="nearest")
     f = world.chunk_frames
     # turning in place comes back to known views every few chunks: retrieval has work
     script = [Action(yaw=30.0, forward=0.05 * (i % 2)) for i in range(8 * f)]
@@ -535,6 +567,17 @@ def test_a_memory_session_saved_mid_walk_resumes_bit_for_bit(tmp_path, world_dir
     else:
         assert len(a.points) > 0 and np.array_equal(a.points.points, b.points.points)
         assert np.array_equal(a.points.colors, b.points.colors)
+    assert (a._view is None) == (b._view is None) == (not view)
+    if view:
+        assert all(np.array_equal(x, y) for x, y in zip(a._view, b._view))
+        tensors, meta = saved.read(tmp_path / "saved")
+        assert meta["memory"]["view"] and "memory.view_depth" in tensors
+        bad = dict(tensors, **{"memory.view_depth": -tensors["memory.view_depth"]})
+        saved.write(tmp_path / "bad", bad, meta)
+        other = WorldSession(world, steps=1, twin=False)
+        with pytest.raises(saved.SaveError, match="memory.view_depth.* not positive depths"):
+            other.load(tmp_path / "bad")
+        assert other.state is None  # nothing changed
 
 
 def test_a_memory_save_loads_only_into_its_own_memory(tmp_path, world_dir, store):

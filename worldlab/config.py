@@ -187,6 +187,12 @@ class SampleConfig:
     # draws in front of a remembered surface (a character an event prompt brought) is not
     # painted over. 0: the cache's render wins wherever it covers
     paint_yield: float = 0.0
+    # the newest frame the world showed (or was given), moved into the chunk's cameras with
+    # its depth (`cache3d.view_warp`: no splatting gaps, hidden surfaces left empty), is
+    # painted first, the cache's render where it leaves holes, the world the rest: "off",
+    # "nearest" or "bilinear" (its colour sampling; bilinear blurs a little more every
+    # chunk it is re-sampled)
+    paint_view: str = "off"
 
 
 @dataclass
@@ -288,6 +294,7 @@ CORRUPTIONS = ("none", "noise", "blur", "colour", "bank")
 # as memory/ reads them
 CACHE3D = ("off", "oracle", "own")
 COMPOSITES = ("off", "cache")
+PAINT_VIEWS = ("off", "nearest", "bilinear")
 # recording's starts, DOOM's monster modes and the procedural engine's wall materials
 STARTS = ("player", "random")
 MONSTERS = ("off", "on", "invulnerable")
@@ -365,7 +372,8 @@ RULES: dict[str, dict[str, tuple]] = {
                "decoder": _one_of(DECODERS), "quantize": _one_of(QUANTIZE),
                "compile": _FLAG, "autocast": _one_of(AUTOCAST),
                "context_noise": _CONTEXT_NOISE, "composite": _one_of(COMPOSITES),
-               "paint_blend": _NONNEGATIVE, "paint_yield": _FRACTION},
+               "paint_blend": _NONNEGATIVE, "paint_yield": _FRACTION,
+               "paint_view": _one_of(PAINT_VIEWS)},
     "distill": {"recipe": _one_of(RECIPES), "student_steps": _COUNT,
                 "teacher_steps": _COUNT, "steps": _COUNT, "batch_size": _COUNT,
                 "lr": _POSITIVE, "critic_lr": _POSITIVE, "critic_ratio": _COUNT,
@@ -446,6 +454,10 @@ def validate_config(cfg: "WorldConfig") -> "WorldConfig":
         raise ValueError("config sample.composite='cache' paints the 3D cache's render into "
                          "the frames, but memory.cache3d is 'off': a world without a 3D "
                          "cache has nothing to paint")
+    if cfg.sample.paint_view != "off" and cfg.sample.composite != "cache":
+        raise ValueError(f"config sample.paint_view={cfg.sample.paint_view!r} paints the newest "
+                         f"frame into the next ones, but sample.composite is "
+                         f"{cfg.sample.composite!r}: set it to 'cache'")
     if m.cache_latent and mem.cache3d == "off":
         raise ValueError("config model.cache_latent=True reads a 3D cache's render every "
                          "chunk, but memory.cache3d is 'off': set it to 'own' or 'oracle'")

@@ -9,8 +9,10 @@ bars (`data/results/worlds.json`).
 Per world, on `--walks` walks from random starts (DOOM: over the training maps MAP01-03, the
 player invulnerable; procedural: worlds of seeds no recording trained on), each sampled as
 it ships (its own steps and decoder):
-- next chunk from the context it was trained with, beside repeat-last, warp-last and its
-  autoencoder (the ceiling), with a 95% bootstrap interval over walks
+- next chunk from the context it was trained with, beside repeat-last, warp-last, the
+  gap-free view warp with the engine's depth (`baselines`: geometry alone, a reference
+  beside the bars' warp-last) and its autoencoder (the ceiling), with a 95% bootstrap
+  interval over walks
   (`protocols.next_chunk`); on DOOM also on the held-out map MAP04 (`heldout_map`);
 - a 128-frame open loop from one true chunk against repeat-last, and with mirrored controls
   (`protocols.open_loop`, `drift_scores`); the sharpness of its first 32 frames over the
@@ -119,6 +121,7 @@ def _next_chunk_row(n: dict) -> dict:
     return {"next_chunk_psnr": n["next_chunk_psnr"],
             "next_chunk_psnr_ci": _ci(n["next_chunk_psnr_per_episode"]),
             "baseline_warp_psnr": n["baseline_warp_psnr"],
+            "baseline_view_warp_psnr": n["baseline_view_warp_psnr"],
             "baseline_repeat_psnr": n["baseline_repeat_psnr"],
             "autoencoder_psnr": n["autoencoder_psnr"],
             "next_chunk_samples": n["next_chunk_samples"],
@@ -208,7 +211,8 @@ def cli(args) -> int:
     for name, b in blocks.items():
         w, o = b["world"], b["old"]["world"]
         print(f"{name} ({b['walks']} walks): next chunk {w['next_chunk_psnr']:.2f} (old "
-              f"{o['next_chunk_psnr']:.2f}), warp-last {w['baseline_warp_psnr']:.2f}, "
+              f"{o['next_chunk_psnr']:.2f}), warp-last {w['baseline_warp_psnr']:.2f}, view "
+              f"warp {w['baseline_view_warp_psnr']:.2f}, "
               f"repeat-last {w['baseline_repeat_psnr']:.2f}; open loop "
               f"{w['rollout128_psnr_mean']:.2f} vs repeat-last "
               f"{w['rollout128_repeat_psnr_mean']:.2f}")

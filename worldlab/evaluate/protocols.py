@@ -37,7 +37,7 @@ from ..metrics import frame_psnr, frame_ssim
 from ..model.autoencoder import evaluate_autoencoder, frames_to_tensor
 from ..memory.stream import NO_MEMORY, Stream, world_stream
 from ..pretrained import World
-from .baselines import repeat_baseline, warp_baseline
+from .baselines import repeat_baseline, view_warp_baseline, warp_baseline
 from .predictors import as_predictor
 from .realism import realism_scores
 
@@ -71,7 +71,8 @@ def next_chunk(world, episodes, starts_per_episode: int = 4, seed: int = 0,
     """Teacher-forced next chunk after `context_chunks` true chunks (default the context the
     predictor was trained with, its `context_chunks`: a world's KV window), at several start
     points per episode (`world`: a World, sampled with `steps` (default its own), or any
-    predictor), beside repeat-last and warp-last from the last true frame; the autoencoder's
+    predictor), beside repeat-last, warp-last and the gap-free view warp (with the engine's
+    depth: what geometry alone gives) from the last true frame; the autoencoder's
     reconstruction (the ceiling) only for a world. An episode too short for that context and
     a chunk gets the context it has room for (counted in `next_chunk_context_capped`); one
     without room for one chunk of context is left out (`next_chunk_short_episodes`).
@@ -83,7 +84,7 @@ def next_chunk(world, episodes, starts_per_episode: int = 4, seed: int = 0,
     k = context_chunks if context_chunks is not None else getattr(pred, "context_chunks", 1)
     if not (isinstance(k, (int, np.integer)) and k >= 1):
         raise ValueError(f"context_chunks must be a positive number of chunks, got {k!r}")
-    rows, capped = [], 0  # rows per start: episode, model psnr, ssim, repeat, warp, recon
+    rows, capped = [], 0  # per start: episode, model psnr, ssim, repeat, warp, recon, view
     rng = np.random.default_rng(seed)
     for e, ep in enumerate(episodes):
         ctx = min(int(k), len(ep) // f - 1) * f
@@ -96,13 +97,14 @@ def next_chunk(world, episodes, starts_per_episode: int = 4, seed: int = 0,
             at = start + ctx  # the scored chunk's first frame
             true = ep.rgb[at:at + f]
             gen = pred.predict(ep, start, ctx, ctx + f, seed=seed)
-            warp = frame_psnr(warp_baseline(ep, at - 1, range(at, at + f)), true).mean() \
-                if ep.depth is not None else np.nan
+            warp, view = (frame_psnr(baseline(ep, at - 1, range(at, at + f)), true).mean()
+                          if ep.depth is not None else np.nan
+                          for baseline in (warp_baseline, view_warp_baseline))
             recon = frame_psnr(ae_world.decode(ae_world.encode(true)), true).mean() \
                 if ae_world is not None else np.nan
             rows.append((e, frame_psnr(gen, true).mean(), frame_ssim(gen, true).mean(),
                          frame_psnr(repeat_baseline(ep.rgb[at - 1], f), true).mean(),
-                         warp, recon))
+                         warp, recon, view))
     if not rows:
         raise ValueError(f"no episode has room for a chunk of context and a {f}-frame chunk "
                          f"(longest: {max(map(len, episodes), default=0)} frames)")
@@ -112,7 +114,7 @@ def next_chunk(world, episodes, starts_per_episode: int = 4, seed: int = 0,
                              for e in range(len(episodes)) if (r[:, 0] == e).any()]
     return {"next_chunk_psnr": mean(1), "next_chunk_ssim": mean(2),
             "baseline_repeat_psnr": mean(3), "baseline_warp_psnr": mean(4),
-            "autoencoder_psnr": mean(5), "next_chunk_samples": len(r),
+            "baseline_view_warp_psnr": mean(6), "autoencoder_psnr": mean(5), "next_chunk_samples": len(r),
             "next_chunk_context_frames": int(k) * f, "next_chunk_context_capped": capped,
             "next_chunk_short_episodes": len(episodes) - len(set(r[:, 0].astype(int))),
             "next_chunk_psnr_per_episode": per_episode(1),

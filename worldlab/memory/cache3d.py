@@ -8,6 +8,8 @@ hit, pixel centres sit at integer + 0.5.
   z-buffer so the nearest point wins). Leaves holes where the target sees more than the source.
 - `backward_warp`: pull colours for every target pixel whose depth is known; with the source
   depth it also detects pixels hidden from the source (occlusion).
+- `view_warp`: both in turn: the source's depth splatted forward and its gaps filled, then
+  its colours pulled back, so a surface seen closer than before has no holes.
 - `reprojection_error`: how well two observations of an engine agree about the static world;
   the geometry test every engine must pass.
 - `PointCache`: GEN3C-style memory: fuse RGB-D frames into voxel-deduplicated coloured points
@@ -19,6 +21,7 @@ Shape names: h w height width, n points.
 from __future__ import annotations
 
 import numpy as np
+from scipy import ndimage
 
 from .. import camera
 
@@ -218,6 +221,25 @@ def backward_warp(src_rgb, dst_depth, src_c2w, dst_c2w, K, src_depth=None,
     mask = np.zeros(h * w, bool)
     mask[idx] = True
     return out.reshape(h, w, 3), mask.reshape(h, w)
+
+
+def view_warp(rgb, depth, src_c2w, dst_c2w, K, occlusion_tol: float = 0.05,
+              interp: str = "nearest"):
+    """One RGB-D view moved into the target camera without splatting's gaps: its depth is
+    forward-splatted there, each gap takes the nearest landed depth, and every target pixel
+    pulls its colour back from the view (`backward_warp`, with the occlusion test, so a
+    surface the view did not see stays empty). A surface seen closer than before is drawn
+    whole, not as scattered points over the last frame's colour.
+    Returns rgb (h, w, 3) uint8, depth (h, w) float32 (inf where empty) and the mask."""
+    rgb = check_rgb("rgb", rgb)
+    _, landed_depth, landed = warp_frame(rgb, depth, src_c2w, dst_c2w, K)
+    if not landed.any():
+        return _empty(*landed.shape)
+    _, (row, col) = ndimage.distance_transform_edt(~landed, return_indices=True)
+    target = landed_depth[row, col]  # (h, w) every pixel: its own or the nearest landed depth
+    out, mask = backward_warp(rgb, target, src_c2w, dst_c2w, K, src_depth=depth,
+                              occlusion_tol=occlusion_tol, interp=interp)
+    return out, np.where(mask, target, np.inf).astype(np.float32), mask
 
 
 def _bilinear(img: np.ndarray, uv: np.ndarray) -> np.ndarray:

@@ -21,7 +21,10 @@ oracle cache only): they are fused into the 3D cache (`observe`) and, with
 world draws only what the cache does not hold (a place seen before comes back as it was
 seen), and the painted frames, encoded, replace the chunk's latents as the next chunks'
 context (the world goes on from what it showed); the own cache fuses a painted pixel at
-the depth it was rendered at, so what it holds stays where it was first put.
+the depth it was rendered at, so what it holds stays where it was first put. With
+`sample.paint_view` the newest frame observed is painted first, moved into each camera
+with its depth (`cache3d.view_warp`): a surface seen closer than before is drawn whole
+where the cache's points would scatter, and the freshest look of it wins.
 `snapshot`/`restore` take back chunks (a failed chunk in play); `to_tensors`/`load_tensors`
 save and load the whole stream bit for bit.
 
@@ -39,7 +42,7 @@ from ..config import MemoryConfig, SampleConfig, uses_memory
 from ..model.autoencoder import frames_to_tensor
 from ..model.memory_tokens import MemoryChunks
 from ..model.sampler import append_generated, sample_chunk
-from .cache3d import PointCache, check_depth, check_rgb
+from .cache3d import PointCache, check_depth, check_rgb, view_warp
 from .retrieval import ChunkBank, memory_slots
 
 CACHE_VOXEL_M = 0.05  # point-cache cell: about a pixel at 3 m in a 64-pixel frame
@@ -48,6 +51,7 @@ CACHE_SPLAT = 2  # pixels per rendered point: fills the gaps between sparse poin
 # resumed stream runs it in the same pass as the live one would: the same numbers
 PENDING_INPUTS = ("x", "t", "actions", "c2w", "text")
 POINT_ARRAYS = ("points", "colors", "keys", "seen")  # a PointCache.snapshot's arrays
+VIEW_ARRAYS = ("view_rgb", "view_depth", "view_c2w")  # the newest view (sample.paint_view)
 
 
 def cache_latent(autoencoder, points: PointCache, c2w: np.ndarray, K: np.ndarray, size: int,
@@ -114,6 +118,8 @@ class Stream:
         self.last_tokens = 0
         self._frames = 0  # frames observed (for the cache stride)
         self._renders = None  # (frames observed, c2w, render_chunk) of the last generate
+        # the newest frame observed, its depth and camera, painted first (sample.paint_view)
+        self._view = None
 
     @property
     def device(self):
@@ -184,7 +190,8 @@ class Stream:
         W), read by the oracle cache only): fused into the 3D cache. `known` (f, H, W),
         finite where the depth of a pixel is already known (the cache's render at a pixel
         `show` painted), gives the own cache that depth there, the depth head's elsewhere:
-        a surface the cache holds is fused where it already lies, not moved by a new guess."""
+        a surface the cache holds is fused where it already lies, not moved by a new guess.
+        With sample.paint_view the last frame, with that depth, is the newest view."""
         if self.points is None:
             return
         c2w = self.bank.poses([len(self.bank) - 1])[0]
@@ -204,6 +211,9 @@ class Stream:
             if (self._frames + i) % self.memory.cache_stride == 0:
                 self.points.fuse(rgb[i], depth[i], c2w[i], self.K)
         self._frames += len(rgb)
+        if self.sample.paint_view != "off":
+            self._view = (np.array(rgb[-1], np.uint8), np.array(depth[-1], np.float32),
+                          np.array(c2w[-1], np.float64))
 
     def show(self, rgb: np.ndarray, depth=None) -> np.ndarray:
         """The last generated chunk's decoded frames (f, H, W, 3) as the world shows them:
@@ -253,12 +263,25 @@ class Stream:
         """One frame (H, W, 3) painted with the cache's render into camera `pose` (a soft
         z-buffer, sample.paint_blend): every pixel a point lands on, and the holes between
         them (a pixel three of whose four neighbours are painted) from the CACHE_SPLAT
-        render; the world's pixels elsewhere, and where the world drew something nearer
-        than the cache holds: its depth (H, W), when given, under sample.paint_yield times
-        the render's (a character the prompt brought stands in front of the wall the
-        cache remembers).
-        Returns (the frame, the render's depth (H, W) at the painted pixels, inf
+        render; with sample.paint_view, first the newest view moved into `pose`
+        (`cache3d.view_warp`) wherever it sees; the world's pixels elsewhere, and where the
+        world drew something nearer than what is painted: its depth (H, W), when given,
+        under sample.paint_yield times the painted depth (a character the prompt brought
+        stands in front of the wall the cache remembers).
+        Returns (the frame, the painted depth (H, W) at the painted pixels, inf
         elsewhere). `renders` ({splat: render}) when `generate` made them already."""
+        frame, painted = self._paint_cache(frame, pose, renders, depth)
+        if self._view is None:
+            return frame, painted
+        seen, seen_depth, saw = view_warp(*self._view, pose, self.K,
+                                          interp=self.sample.paint_view)
+        if depth is not None:
+            saw = saw & ~(depth < self.sample.paint_yield * seen_depth)
+        return np.where(saw[..., None], seen, frame), np.where(saw, seen_depth, painted)
+
+    def _paint_cache(self, frame: np.ndarray, pose: np.ndarray, renders=None, depth=None
+                     ) -> tuple[np.ndarray, np.ndarray]:
+        """`_paint`'s render of the point cache alone."""
         h, w = frame.shape[:2]
         renders = renders or self.points.render_splats(pose, self.K, h, w, (1, CACHE_SPLAT),
                                                        self.sample.paint_blend)
@@ -294,10 +317,10 @@ class Stream:
         written in place, references suffice)."""
         return (self.cache.snapshot(), None if self.bank is None else len(self.bank),
                 self._frames, list(self.last_memory), self.last_tokens,
-                None if self.points is None else self.points.snapshot())
+                None if self.points is None else self.points.snapshot(), self._view)
 
     def restore(self, snapshot: tuple) -> None:
-        cache, n, self._frames, self.last_memory, self.last_tokens, points = snapshot
+        cache, n, self._frames, self.last_memory, self.last_tokens, points, self._view = snapshot
         self._renders = None
         self.cache.restore(cache)
         if n is not None:
@@ -309,7 +332,8 @@ class Stream:
         """(tensors, JSON-able metadata) that `load_tensors` turns back into this stream:
         the KV cache ("cache.*": per-layer K/V (1, heads, L, hd), the last pose, a chunk
         waiting for its K/V as its inputs) and the memory ("memory.*": the bank's latents
-        (n, f, c, h, w) and poses (n, f, 4, 4), K, the point cache's arrays)."""
+        (n, f, c, h, w) and poses (n, f, 4, 4), K, the point cache's arrays and, with
+        sample.paint_view, the newest view's frame, depth and camera)."""
         tensors = _cache_tensors(self.cache)
         meta = {"chunks": self.cache.chunks, "memory": None}
         if self.bank is None:
@@ -325,6 +349,10 @@ class Stream:
         if self.points is not None:
             *arrays, meta["memory"]["fuses"] = self.points.snapshot()
             for name, array in zip(POINT_ARRAYS, arrays):
+                tensors[f"memory.{name}"] = torch.from_numpy(array.copy())
+        if self._view is not None:
+            meta["memory"]["view"] = True
+            for name, array in zip(VIEW_ARRAYS, self._view):
                 tensors[f"memory.{name}"] = torch.from_numpy(array.copy())
         return tensors, meta
 
@@ -346,6 +374,8 @@ class Stream:
         if self.points is not None:
             arrays = [tensors[f"memory.{name}"].numpy().copy() for name in POINT_ARRAYS]
             self.points.restore((*arrays, memory["fuses"]))
+        if memory.get("view") and self.sample.paint_view != "off":
+            self._view = tuple(tensors[f"memory.{name}"].numpy().copy() for name in VIEW_ARRAYS)
 
 
 def _cache_tensors(cache) -> dict[str, torch.Tensor]:

@@ -11,7 +11,8 @@ Shape legend: h w height/width, f frames per chunk, a action width, m buffered a
 L cached tokens, hd head width, c latent channels, s latent side, k text tokens, e text width.
 
 Version 3 saves a world's memory too (`memory.stream.Stream.to_tensors`: the chunk bank's
-latents and poses, the cameras' K, the point cache's arrays; `memory` and `memory_config`
+latents and poses, the cameras' K, the point cache's arrays, the newest view painted with
+sample.paint_view; `memory` and `memory_config`
 in session.json), so a session with memory resumes bit for bit like any other. Version 2
 saves a context chunk that waits for its K/V (`KVCache.pending`) as its inputs; version 1
 computed its K/V before saving, in a pass of its own, whose last bits can differ from the
@@ -35,7 +36,7 @@ from ..atomic import atomic_dir
 from ..camera import ACTION_WIDTH
 from ..config import MemoryConfig, uses_memory
 from ..engines import ENGINES
-from ..memory.stream import PENDING_INPUTS, POINT_ARRAYS
+from ..memory.stream import PENDING_INPUTS, POINT_ARRAYS, VIEW_ARRAYS
 from ..model.textenc import check_prompt
 from .state import LOG_BYTES
 
@@ -203,15 +204,16 @@ def check_meta(meta: dict, where: Path) -> None:
         _field(meta, "memory_config", lambda v: isinstance(v, dict), "an object (the world's "
                "memory section)", where)
         _field(meta, "memory", lambda v: v is None or _memory_meta(v), "null or an object of "
-               "chunks, frames, last_tokens (ints >= 0), last_memory (chunk indices) and, with "
-               "a 3D cache, fuses", where)
+               "chunks, frames, last_tokens (ints >= 0), last_memory (chunk indices), with a 3D "
+               "cache fuses, and view: true where the newest view is saved", where)
 
 
 def _memory_meta(v) -> bool:
     if not isinstance(v, dict):
         return False
     ints = ("chunks", "frames", "last_tokens") + (("fuses",) if "fuses" in v else ())
-    return set(v) <= {*ints, "last_memory"} and all(_int()(v.get(k)) for k in ints) \
+    return set(v) <= {*ints, "last_memory", "view"} and v.get("view", True) is True \
+        and all(_int()(v.get(k)) for k in ints) \
         and isinstance(v.get("last_memory"), list) \
         and all(_int()(i) and i < v["chunks"] for i in v["last_memory"])
 
@@ -269,12 +271,13 @@ def check_tensors(tensors: dict, meta: dict, model, size: int, where: Path) -> N
         if meta["twin"]:
             _tensor(tensors, f"queue.{i}.twin", torch.uint8, (size, size, 3), where)
     _check_cache(tensors, meta, model, where)
-    _check_memory_tensors(tensors, meta, model, where)
+    _check_memory_tensors(tensors, meta, model, size, where)
 
 
-def _check_memory_tensors(tensors: dict, meta: dict, model, where: Path) -> None:
+def _check_memory_tensors(tensors: dict, meta: dict, model, size: int, where: Path) -> None:
     """The stream's memory: the bank's latents (n, f, c, s, s) and poses (n, f, 4, 4) of
-    every chunk so far, the cameras' K (3, 3) and, with a 3D cache, its arrays (p rows)."""
+    every chunk so far, the cameras' K (3, 3), with a 3D cache its arrays (p rows) and,
+    with sample.paint_view, the newest view: its frame (size, size, 3), depth and camera."""
     mem, names = meta.get("memory"), sorted(k for k in tensors if k.startswith("memory."))
     if mem is None:
         if names:
@@ -305,6 +308,15 @@ def _check_memory_tensors(tensors: dict, meta: dict, model, where: Path) -> None
             raise SaveError(f"{where}: tensor 'memory.keys' is not strictly increasing (the "
                             f"point cache keeps its voxel keys sorted)")
         expected |= {f"memory.{k}" for k in POINT_ARRAYS}
+    if mem.get("view"):
+        _tensor(tensors, "memory.view_rgb", torch.uint8, (size, size, 3), where)
+        depth = _tensor(tensors, "memory.view_depth", torch.float32, (size, size), where,
+                        finite=False)  # inf where the view saw nothing
+        if not bool((depth > 0).all()):
+            raise SaveError(f"{where}: tensor 'memory.view_depth' has values that are not "
+                            f"positive depths (metres, inf where nothing was seen)")
+        _check_pose({"c2w": tensors["memory.view_c2w"]}, "c2w", where)
+        expected |= {f"memory.{k}" for k in VIEW_ARRAYS}
     if set(names) != expected:
         raise SaveError(f"{where}: memory tensors {names}; expected {sorted(expected)}")
 

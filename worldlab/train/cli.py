@@ -27,8 +27,8 @@ import argparse
 import ast
 from typing import Any
 
-from ..config import (CACHE3D, COMPOSITES, DECODERS, PRESETS, WORLD_RECIPES, make_config,
-                      recipe_config)
+from ..config import (CACHE3D, COMPOSITES, DECODERS, PAINT_VIEWS, PRESETS, WORLD_RECIPES,
+                      make_config, recipe_config)
 from . import hardware, recipes
 from .checkpoints import latest_checkpoint, load_transformer
 from ..episodes import EpisodeStore
@@ -241,7 +241,8 @@ def _cli_package(args) -> int:
                           depth_head=args.depth_head,
                           sample={k: v for k, v in (("decoder", args.decoder),
                                                     ("composite", args.composite),
-                                                    ("paint_yield", args.paint_yield))
+                                                    ("paint_yield", args.paint_yield),
+                                                    ("paint_view", args.paint_view))
                                   if v is not None} or None,
                           memory={k: v for k, v in (("cache3d", args.cache3d),
                                                     ("cache_points", args.cache_points))
@@ -552,6 +553,10 @@ def configure_cli(parser) -> None:
                    help="the packaged world's sample.paint_yield: where its own pixel is "
                         "nearer than RATIO times the painted render's depth, it stays (a "
                         "character an event brought is not painted over; needs a depth head)")
+    p.add_argument("--paint-view", choices=PAINT_VIEWS, default=None,
+                   help="the packaged world's sample.paint_view: the newest frame moved into "
+                        "the next cameras with its depth is painted first, the cache's "
+                        "render where it leaves holes (nearest or bilinear colour sampling)")
     p.add_argument("--cache3d", choices=[c for c in CACHE3D if c != "off"], default=None,
                    help="a 3D cache for a world whose model reads none, kept only to paint "
                         "(with --composite cache; 'own' needs --depth-head)")
