@@ -187,11 +187,11 @@ class SampleConfig:
     # draws in front of a remembered surface (a character an event prompt brought) is not
     # painted over. 0: the cache's render wins wherever it covers
     paint_yield: float = 0.0
-    # the newest frame the world showed (or was given), moved into the chunk's cameras with
-    # its depth (`cache3d.view_warp`: no splatting gaps, hidden surfaces left empty), is
-    # painted first, the cache's render where it leaves holes, the world the rest: "off",
-    # "nearest" or "bilinear" (its colour sampling; bilinear blurs a little more every
-    # chunk it is re-sampled)
+    # the last true frame (the engine's, before the world draws), moved into the next
+    # chunk's cameras with its depth (`cache3d.view_warp`: no splatting gaps, hidden
+    # surfaces left empty), is painted first, the cache's render where it leaves holes, the
+    # world the rest: "off", "nearest" or "bilinear" (its colour sampling). Frames the world
+    # drew are not moved again (`memory.stream.Stream.observe`)
     paint_view: str = "off"
 
 

@@ -240,12 +240,10 @@ def load_world(path: str | Path, device: str = "auto", subfolder: str = "world",
 # cache holds 262,144 points (the default's 65,536 keep about 16 frames): a walk that comes
 # back finds what it saw (experiments/long_loops.yaml's scratch: late PSNR on loop walks
 # 18.95 -> 19.32 dB, sharpness 0.59 -> 0.90x the engine's), as experiments/default_worlds.yaml
-# packages the worlds it scores. The newest frame is painted first (sample.paint_view,
-# nearest colours): on 8 validation walks (seed 1,250,000; 2026-12-06) it moved the
-# painting doom64 from 24.88 to 25.92 dB next chunk (warp-last 25.32), its sharpness from
-# 0.65 to 0.75x the engine's and realism distance from 26.3 to 23.6, and proc64 from 24.54
-# to 25.93 (warp-last 23.62), 0.82 to 0.91x and 21.8 to 18.2; bilinear colours scored
-# higher next chunk but halved sharpness (0.34x on DOOM's 32-frame walks)
+# packages the worlds it scores. The engine's last frame is painted first into the first
+# chunk the world makes (sample.paint_view, nearest colours; experiments/default_worlds.yaml
+# says how it was chosen on validation walks): the painting doom64's next chunk 24.88 ->
+# 25.92 dB there (warp-last 25.32), proc64's 24.54 -> 25.93 (23.62)
 PAINT = {"sample": {"composite": "cache", "paint_view": "nearest"},
          "memory": {"cache3d": "own", "cache_points": 262_144}}
 

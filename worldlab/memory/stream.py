@@ -22,9 +22,10 @@ world draws only what the cache does not hold (a place seen before comes back as
 seen), and the painted frames, encoded, replace the chunk's latents as the next chunks'
 context (the world goes on from what it showed); the own cache fuses a painted pixel at
 the depth it was rendered at, so what it holds stays where it was first put. With
-`sample.paint_view` the newest frame observed is painted first, moved into each camera
-with its depth (`cache3d.view_warp`): a surface seen closer than before is drawn whole
-where the cache's points would scatter, and the freshest look of it wins.
+`sample.paint_view` the last true frame (the engine's, before the first chunk the world
+makes) is painted first into that chunk, moved into each camera with its depth
+(`cache3d.view_warp`): a surface seen closer than before is drawn whole where the cache's
+points would scatter.
 `snapshot`/`restore` take back chunks (a failed chunk in play); `to_tensors`/`load_tensors`
 save and load the whole stream bit for bit.
 
@@ -141,7 +142,7 @@ class Stream:
         if self.bank is not None:
             self.bank.add(latents[0], cond["c2w"][0].double().cpu().numpy() if c2w is None
                           else c2w)
-            self.observe(rgb, depth)
+            self.observe(rgb, depth, truth=True)
 
     @torch.no_grad()
     def generate(self, noise: torch.Tensor, cond: dict, steps: int | None = None) -> torch.Tensor:
@@ -185,13 +186,16 @@ class Stream:
         self.append(x, cond, generator)
         return x
 
-    def observe(self, rgb: np.ndarray, depth=None, known=None) -> None:
+    def observe(self, rgb: np.ndarray, depth=None, known=None, truth: bool = False) -> None:
         """The decoded frames (f, H, W, 3) of the last chunk (and the engine's depth (f, H,
         W), read by the oracle cache only): fused into the 3D cache. `known` (f, H, W),
         finite where the depth of a pixel is already known (the cache's render at a pixel
         `show` painted), gives the own cache that depth there, the depth head's elsewhere:
         a surface the cache holds is fused where it already lies, not moved by a new guess.
-        With sample.paint_view the last frame, with that depth, is the newest view."""
+        With sample.paint_view, the last of the engine's frames (`truth`, as append_truth
+        gives them), with that depth, is the view painted first into the next chunk; frames
+        the world drew end it: moved again every chunk, a drawn frame would carry its errors
+        along, where the cache keeps them where they were put."""
         if self.points is None:
             return
         c2w = self.bank.poses([len(self.bank) - 1])[0]
@@ -213,7 +217,7 @@ class Stream:
         self._frames += len(rgb)
         if self.sample.paint_view != "off":
             self._view = (np.array(rgb[-1], np.uint8), np.array(depth[-1], np.float32),
-                          np.array(c2w[-1], np.float64))
+                          np.array(c2w[-1], np.float64)) if truth else None
 
     def show(self, rgb: np.ndarray, depth=None) -> np.ndarray:
         """The last generated chunk's decoded frames (f, H, W, 3) as the world shows them:
