@@ -74,7 +74,8 @@ def test_view_warp_draws_a_nearer_surface_whole_and_leaves_the_unseen_empty():
     0.5 m towards a plane 2 m ahead magnifies it 4/3: forward splatting leaves gaps between its
     points (a quarter of the frame), the view warp none, and every pixel it draws is the
     backward warp at the plane's true depth. Sideways past an occluder, the plane behind
-    it that the view never saw stays empty."""
+    it that the view never saw stays empty. NaN depth, a pose that is not one and an
+    unknown sampling are refused, naming them."""
     rgb, depth = _frame(6)
     out, d, mask = view_warp(rgb, depth, POSE, POSE, K)
     valid = np.isfinite(depth)
@@ -98,6 +99,12 @@ def test_view_warp_draws_a_nearer_surface_whole_and_leaves_the_unseen_empty():
     assert 0 < (~mask).sum() and np.isinf(d[~mask]).all()
     with pytest.raises(ValueError, match="interp"):
         view_warp(rgb, plane, POSE, near, K, interp="cubic")
+    bad = plane.copy()
+    bad[4, 4] = np.nan
+    with pytest.raises(ValueError, match="src_depth contains NaN"):
+        view_warp(rgb, bad, POSE, near, K)
+    with pytest.raises(ValueError, match="dst_c2w rotation is not orthonormal"):
+        view_warp(rgb, plane, POSE, near * np.array([2.0, 1, 1, 1])[:, None], K)
 
 
 def test_reprojection_error_is_zero_for_consistent_views_and_large_otherwise():
