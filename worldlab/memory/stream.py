@@ -52,7 +52,7 @@ CACHE_SPLAT = 2  # pixels per rendered point: fills the gaps between sparse poin
 # resumed stream runs it in the same pass as the live one would: the same numbers
 PENDING_INPUTS = ("x", "t", "actions", "c2w", "text")
 POINT_ARRAYS = ("points", "colors", "keys", "seen")  # a PointCache.snapshot's arrays
-VIEW_ARRAYS = ("view_rgb", "view_depth", "view_c2w")  # the newest view (sample.paint_view)
+VIEW_ARRAYS = ("view_rgb", "view_depth", "view_c2w")  # the view sample.paint_view paints
 
 
 def cache_latent(autoencoder, points: PointCache, c2w: np.ndarray, K: np.ndarray, size: int,
@@ -119,7 +119,8 @@ class Stream:
         self.last_tokens = 0
         self._frames = 0  # frames observed (for the cache stride)
         self._renders = None  # (frames observed, c2w, render_chunk) of the last generate
-        # the newest frame observed, its depth and camera, painted first (sample.paint_view)
+        # the engine's last frame, its depth and camera, until the world draws one: painted
+        # first (sample.paint_view, `observe`)
         self._view = None
 
     @property
@@ -267,11 +268,12 @@ class Stream:
         """One frame (H, W, 3) painted with the cache's render into camera `pose` (a soft
         z-buffer, sample.paint_blend): every pixel a point lands on, and the holes between
         them (a pixel three of whose four neighbours are painted) from the CACHE_SPLAT
-        render; with sample.paint_view, first the newest view moved into `pose`
-        (`cache3d.view_warp`) wherever it sees; the world's pixels elsewhere, and where the
-        world drew something nearer than what is painted: its depth (H, W), when given,
-        under sample.paint_yield times the painted depth (a character the prompt brought
-        stands in front of the wall the cache remembers).
+        render; with sample.paint_view, first the engine's last frame moved into `pose`
+        (`cache3d.view_warp`) wherever it sees, if no drawn frame came after it; the
+        world's pixels elsewhere, and where the world drew something nearer than what is
+        painted: its depth (H, W), when given, under sample.paint_yield times the painted
+        depth (a character the prompt brought stands in front of the wall the cache
+        remembers).
         Returns (the frame, the painted depth (H, W) at the painted pixels, inf
         elsewhere). `renders` ({splat: render}) when `generate` made them already."""
         frame, painted = self._paint_cache(frame, pose, renders, depth)
@@ -337,7 +339,7 @@ class Stream:
         the KV cache ("cache.*": per-layer K/V (1, heads, L, hd), the last pose, a chunk
         waiting for its K/V as its inputs) and the memory ("memory.*": the bank's latents
         (n, f, c, h, w) and poses (n, f, 4, 4), K, the point cache's arrays and, with
-        sample.paint_view, the newest view's frame, depth and camera)."""
+        sample.paint_view, the view's frame, depth and camera while there is one)."""
         tensors = _cache_tensors(self.cache)
         meta = {"chunks": self.cache.chunks, "memory": None}
         if self.bank is None:
