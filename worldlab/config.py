@@ -455,8 +455,8 @@ def validate_config(cfg: "WorldConfig") -> "WorldConfig":
                          "the frames, but memory.cache3d is 'off': a world without a 3D "
                          "cache has nothing to paint")
     if cfg.sample.paint_view != "off" and cfg.sample.composite != "cache":
-        raise ValueError(f"config sample.paint_view={cfg.sample.paint_view!r} paints the newest "
-                         f"frame into the next ones, but sample.composite is "
+        raise ValueError(f"config sample.paint_view={cfg.sample.paint_view!r} paints the engine's "
+                         f"last frame into the next chunk, but sample.composite is "
                          f"{cfg.sample.composite!r}: set it to 'cache'")
     if m.cache_latent and mem.cache3d == "off":
         raise ValueError("config model.cache_latent=True reads a 3D cache's render every "

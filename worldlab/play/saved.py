@@ -11,8 +11,8 @@ Shape legend: h w height/width, f frames per chunk, a action width, m buffered a
 L cached tokens, hd head width, c latent channels, s latent side, k text tokens, e text width.
 
 Version 3 saves a world's memory too (`memory.stream.Stream.to_tensors`: the chunk bank's
-latents and poses, the cameras' K, the point cache's arrays, the newest view painted with
-sample.paint_view; `memory` and `memory_config`
+latents and poses, the cameras' K, the point cache's arrays, the view sample.paint_view paints
+(the engine's last frame, until the world draws one); `memory` and `memory_config`
 in session.json), so a session with memory resumes bit for bit like any other. Version 2
 saves a context chunk that waits for its K/V (`KVCache.pending`) as its inputs; version 1
 computed its K/V before saving, in a pass of its own, whose last bits can differ from the
@@ -205,7 +205,7 @@ def check_meta(meta: dict, where: Path) -> None:
                "memory section)", where)
         _field(meta, "memory", lambda v: v is None or _memory_meta(v), "null or an object of "
                "chunks, frames, last_tokens (ints >= 0), last_memory (chunk indices), with a 3D "
-               "cache fuses, and view: true where the newest view is saved", where)
+               "cache fuses, and view: true where the view to paint is saved", where)
 
 
 def _memory_meta(v) -> bool:
@@ -277,7 +277,7 @@ def check_tensors(tensors: dict, meta: dict, model, size: int, where: Path) -> N
 def _check_memory_tensors(tensors: dict, meta: dict, model, size: int, where: Path) -> None:
     """The stream's memory: the bank's latents (n, f, c, s, s) and poses (n, f, 4, 4) of
     every chunk so far, the cameras' K (3, 3), with a 3D cache its arrays (p rows) and,
-    with sample.paint_view, the newest view: its frame (size, size, 3), depth and camera."""
+    with sample.paint_view, the view to paint: its frame (size, size, 3), depth and camera."""
     mem, names = meta.get("memory"), sorted(k for k in tensors if k.startswith("memory."))
     if mem is None:
         if names:

@@ -554,9 +554,9 @@ def configure_cli(parser) -> None:
                         "nearer than RATIO times the painted render's depth, it stays (a "
                         "character an event brought is not painted over; needs a depth head)")
     p.add_argument("--paint-view", choices=PAINT_VIEWS, default=None,
-                   help="the packaged world's sample.paint_view: the newest frame moved into "
-                        "the next cameras with its depth is painted first, the cache's "
-                        "render where it leaves holes (nearest or bilinear colour sampling)")
+                   help="the packaged world's sample.paint_view: the engine's last frame, moved "
+                        "into the first chunk's cameras with its depth, is painted first, the "
+                        "cache's render where it leaves holes (nearest or bilinear colours)")
     p.add_argument("--cache3d", choices=[c for c in CACHE3D if c != "off"], default=None,
                    help="a 3D cache for a world whose model reads none, kept only to paint "
                         "(with --composite cache; 'own' needs --depth-head)")
