@@ -110,16 +110,27 @@ def test_load_base_starts_at_zero_effect(world_dir, world):
 def test_the_gates_open_from_the_first_step_and_are_logged(tmp_path, store, world_dir):
     """Both memory paths learn at once: the zero output projection of memory attention and
     the zero cache columns of the patch embedding get gradient on step 1; every step logs
-    their norms (TensorBoard and the notebook's live loss read them)."""
+    their norms (TensorBoard and the notebook's live loss read them; `table recall --run`
+    reads them back from TensorBoard)."""
     from worldlab.model.depth_head import DepthHead
+    from worldlab.train.tracked import gate_curves
 
     logs = []
-    finetune(world_dir, "sink+tokens+cache3d_own", store, None, steps=2, batch_size=2,
-             depth_head=DepthHead(), callbacks=[logs.append])
+    finetune(world_dir, "sink+tokens+cache3d_own", store, tmp_path / "run", steps=2,
+             batch_size=2, depth_head=DepthHead(), callbacks=[logs.append])
     assert [set(s) >= {"memory_gate_norm", "cache_gate_norm"} for s in logs] == [True, True]
     # logged as each step's loss is computed: closed on step 1, open after its update
     assert logs[0]["memory_gate_norm"] == 0 < logs[1]["memory_gate_norm"]
     assert logs[0]["cache_gate_norm"] == 0 < logs[1]["cache_gate_norm"]
+    curves = gate_curves(tmp_path / "run", every=1)
+    assert sorted(curves) == ["cache_gate_norm", "memory_gate_norm"]
+    for key, curve in curves.items():
+        assert [s for s, _ in curve] == [1, 2]
+        assert [v for _, v in curve] == pytest.approx([s[key] for s in logs], abs=1e-5)
+    with pytest.raises(FileNotFoundError, match="no TensorBoard events"):
+        gate_curves(tmp_path)
+    with pytest.raises(ValueError, match="every must be a positive number of steps, got 0"):
+        gate_curves(tmp_path / "run", every=0)
 
 
 def test_long_horizon_streams_a_memory_world_through_its_memory(world_dir, world, store):

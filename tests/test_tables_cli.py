@@ -266,6 +266,17 @@ def test_worlds_scored_one_job_each_make_the_same_recall_table(tmp_path):
         "t_strip.png"
 
 
+def test_a_bad_run_of_the_recall_table_is_named_before_anything_is_measured(tmp_path):
+    world = str(DATA / "checkpoints" / "proc64")
+    args = ["table", "recall", "--model", f"none={world}", "--reference", "none",
+            "--walks", "1", "--cache", str(tmp_path / "cache"), "--out", str(tmp_path / "t.json")]
+    with pytest.raises(ValueError, match="--run takes NAME=DIR, got 'none'"):
+        main([*args, "--run", "none"])
+    with pytest.raises(FileNotFoundError, match="proc64/tensorboard: no TensorBoard events"):
+        main([*args, "--run", f"none={world}"])
+    assert not (tmp_path / "cache").exists() and not (tmp_path / "t.json").exists()
+
+
 def test_a_cached_score_is_keyed_by_what_the_world_holds_not_its_path_alone(tmp_path):
     """A world made anew at the same path (a spec's package stage run again) is measured
     again: the key holds a digest of its files; the same files give the same key."""

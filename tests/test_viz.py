@@ -302,3 +302,13 @@ def test_interval_figure_draws_each_interval_around_its_mean():
         viz.interval_figure({"x": {"mean": 1.0, "lo": None, "hi": 2.0}})
     with pytest.raises(ValueError, match="no rows"):
         viz.interval_figure({})
+
+
+def test_gate_figure_draws_a_line_per_run_and_gate():
+    runs = {"retrieval": {"memory_gate_norm": [[1, 0.0], [10, 0.4], [20, 0.9]]},
+            "cache3d_own": {"cache_gate_norm": [[1, 0.0], [20, 0.3]]}, "none": {}}
+    fig = viz.gate_figure(runs)
+    assert [t.name for t in fig.data] == ["retrieval: memory", "cache3d_own: cache"]
+    assert list(fig.data[0].x) == [1, 10, 20] and list(fig.data[0].y) == [0.0, 0.4, 0.9]
+    with pytest.raises(ValueError, match="none: gate 'cache_gate_norm' needs"):
+        viz.gate_figure({"none": {"cache_gate_norm": [[1, 0.0, 3]]}})

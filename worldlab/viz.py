@@ -417,6 +417,23 @@ def interval_figure(rows: dict, title: str = "", x_title: str = "dB") -> go.Figu
     return fig
 
 
+def gate_figure(runs: dict, title: str = "memory gates over fine-tuning") -> go.Figure:
+    """One line per run and gate, {run: {gate: [[step, norm], ...]}} (`train.tracked.
+    gate_curves`, the recall table's `gates`): a gate that stays near zero is a memory the
+    run learned to ignore. A run without gates draws nothing."""
+    fig = go.Figure(layout=dict(title=title, xaxis_title="step", yaxis_title="gate norm",
+                                height=360))
+    for run, gates in runs.items():
+        for gate, points in gates.items():
+            if not points or any(len(p) != 2 for p in points):
+                raise ValueError(f"{run}: gate {gate!r} needs [[step, norm], ...], got "
+                                 f"{points[:3]!r}")
+            steps, norms = zip(*points)
+            fig.add_scatter(x=steps, y=norms, mode="lines",
+                            name=f"{run}: {gate.removesuffix('_gate_norm')}")
+    return fig
+
+
 # ----------------------------------------------------------------------------------------
 # Live training curves: one figure, redrawn in place
 # ----------------------------------------------------------------------------------------

@@ -195,7 +195,7 @@ def _stacked(images: list[np.ndarray]) -> np.ndarray:
 
 def cli(args) -> int:
     use_threads(args.threads)
-    new, old = parse_models(args.world), parse_models(args.old)
+    new, old = parse_models(args.world, "--world"), parse_models(args.old, "--old")
     if set(new) != set(old):
         raise ValueError(f"every --world needs an --old of the same name, got worlds "
                          f"{sorted(new)} and old {sorted(old)}")

@@ -8,7 +8,9 @@ warp-last and the autoencoder.
         --engine doom --maps MAP04 --block doom_heldout_map --walks 32 --seed 1200000
 
 The table holds one block, `engines.<--block>`; each world's scores and the references are
-cached under --cache, so a rerun measures only what is missing.
+cached under --cache, so a rerun measures only what is missing. With --run NAME=DIR (a
+training run, repeated), the block also holds each run's memory gates over its training,
+`gates.<NAME>.<gate>` = [[step, norm], ...] (`train.tracked.gate_curves`).
 """
 
 from __future__ import annotations
@@ -18,13 +20,14 @@ import numpy as np
 from ..paths import relative
 from ..pretrained import load_world
 from ..threads import use_threads
+from ..train.tracked import gate_curves
 from .memory_bars import RECALL_BARS, bar_rows, recall_bar_values
 from .recall import (MAX_WINDOW_COVER, recall_strip, recall_walks, reference_recall,
                      timed_worlds, world_recall)
 from .revisit import MIN_GAP, MIN_OVERLAP
 from .report import print_table
 from .stats import bootstrap, paired_seed_rows, seed_groups
-from .table_io import (best_row, cache_key, cached, paired_models, seed_row, with_engines_of,
+from .table_io import (best_row, cache_key, cached, paired_models, parse_models, seed_row, with_engines_of,
                        write_scores, write_strip, write_table)
 
 OPTS = {"doom": {"monsters": "invulnerable"}, "procedural": {}}  # and procedural's --walls
@@ -84,6 +87,9 @@ def _strip(worlds: dict, names: list[str], walk, found, out) -> dict:
 
 def cli(args) -> int:
     models = paired_models(args)
+    # the memory gates over each --run's training (WorldModel.memory_gates), read first: a
+    # bad --run is named before anything is measured
+    gates = {n: gate_curves(p) for n, p in parse_models(args.run, "--run").items()}
     use_threads(args.threads)
     worlds = {n: load_world(p, device="cpu") for n, p in models.items()}
     f, window = _geometry(worlds)
@@ -131,6 +137,8 @@ def cli(args) -> int:
     b["best"] = best_row(b, args.reference, args.best_from, args.block, "variants",
                          "recall_psnr")
     b["bars"] = recall_bar_values(b["variants"], b["best"]["name"], args.reference)
+    if gates:
+        b["gates"] = gates
     if args.strip:
         k = max(range(len(walks)), key=lambda k: len(pairs[k]))  # the most recall frames
         b["strip"] = _strip(worlds, [args.reference, b["best"]["name"]], walks[k], pairs[k],

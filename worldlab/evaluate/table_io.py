@@ -38,16 +38,16 @@ def read_json(path, keys: tuple[str, ...], what: str) -> dict:
     return data
 
 
-def parse_models(items: list[str]) -> dict[str, Path]:
-    """["name=dir", ...] -> {name: Path}; a name given twice or an item without "=" is an
-    error naming it."""
+def parse_models(items: list[str], flag: str = "--model") -> dict[str, Path]:
+    """["name=dir", ...] (the values of `flag`) -> {name: Path}; a name given twice or an item
+    without "=" is an error naming it."""
     models: dict[str, Path] = {}
     for item in items:
         name, sep, path = item.partition("=")
         if not sep or not name or not path:
-            raise ValueError(f"--model takes NAME=DIR, got {item!r}")
+            raise ValueError(f"{flag} takes NAME=DIR, got {item!r}")
         if name in models:
-            raise ValueError(f"--model {name!r} is given twice")
+            raise ValueError(f"{flag} {name!r} is given twice")
         models[name] = Path(path)
     return models
 

@@ -169,6 +169,9 @@ def _recall(p) -> None:
                    help="procedural walls: one material per room or per wall segment")
     _best_and_strip(p, "the moment of return on the walk with the most recall frames, "
                        "engine | the reference | the best variant | the oracle")
+    p.add_argument("--run", action="append", default=[], metavar="NAME=DIR",
+                   help="a training run (repeat): its memory gates over training go in the "
+                        "block (gates.NAME)")
     _blocks(p, "doom_heldout_map")
 
 
