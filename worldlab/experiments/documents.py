@@ -394,13 +394,13 @@ def recall(results: Path, name: str = "geometry_recall.json") -> Rendered:
         where = f"{block.replace('_', ' ')} ({b['walks']} walks, {b['recall_frames']} frames)"
         for name, v in b["variants"].items():
             rows.append((where, name, interval(v["recall_psnr"], v["recall_psnr_ci"]),
-                         ci(v.get(f"paired_vs_{ref}")), num(v["ms_per_chunk"], 0),
-                         v["seeds"]))
+                         ci(v.get(f"paired_vs_{ref}")), num(v["memory_tokens_per_frame"], 1),
+                         num(v["ms_per_chunk"], 0), v["seeds"]))
         for name, v in b["references"].items():
             rows.append((where, f"*{name.replace('_', '-')}*",
-                         interval(v["recall_psnr"], v["recall_psnr_ci"]), "", "", ""))
+                         interval(v["recall_psnr"], v["recall_psnr_ci"]), "", "", "", ""))
     header = ("walks", "world", "recall PSNR (dB)", f"minus {ref}, same seed (dB)",
-              "ms / chunk", "seeds")
+              "memory tokens / frame", "ms / chunk", "seeds")
     return Rendered(header, rows, (r,))
 
 
