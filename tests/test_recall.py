@@ -3,14 +3,18 @@ are recall frames, and what a world that answers with the truth (or repeats) sco
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pytest
 import torch
 
+from worldlab.cli import main
 from worldlab.evaluate.recall import (MAX_WINDOW_COVER, recall_frames, recall_strip,
                                       recall_walks, reference_recall, timed_worlds,
                                       world_recall)
 from worldlab.evaluate.revisit import MIN_GAP, MIN_OVERLAP, coverage
+from worldlab.paths import DATA
 from worldlab.pretrained import World
 
 from oracle_worlds import OracleModel, tiny_autoencoder
@@ -101,3 +105,25 @@ def test_the_best_variant_is_chosen_on_validation_walks_when_given(tmp_path):
     val.write_text(json.dumps({"engines": {"procedural": rows(none=1.0, sink=2.0)}}))
     with pytest.raises(ValueError, match="'sink', is not among this table's variants"):
         best_variant(reported, "none", val)
+
+
+def test_eval_suite_recall_pairs_each_world_with_the_first_on_the_same_walks(tmp_path):
+    """`eval --suite recall`: the shipped proc64 twice on one walk with recall frames
+    (procedural walls that differ per segment by default), the second paired with the
+    first walk by walk: the same world, the same seed, a difference of zero."""
+    world = DATA / "checkpoints" / "proc64"
+    assert main(["eval", "--suite", "recall", "--model", f"none={world}", "--model",
+                 f"same={world}", "--episodes", "1", "--seed", str(SEED), "--threads", "1", "--out", str(tmp_path)]) == 0
+    result = json.loads((tmp_path / "recall.json").read_text())
+    b = result["engines"]["procedural"]
+    assert result["reference"] == "none" and b["engine_options"] == {"walls": "segment"}
+    assert b["walks"] == 1 and b["recall_frames"] > 0 and b["window_frames"] == 12
+    assert b["variants"]["same"]["paired_vs_none"]["mean"] == pytest.approx(0.0, abs=1e-6)
+    assert "paired_vs_none" not in b["variants"]["none"]
+    assert sorted(b["references"]) == ["autoencoder", "copy", "oracle", "repeat_last",
+                                       "warp_last"]
+    assert result["episodes"]["seeds"][0] == SEED and result["walks"]["scored"] == 1
+    with pytest.raises(SystemExit, match="--walls is a procedural option"):
+        main(["eval", "--suite", "recall", "--checkpoint", str(DATA / "checkpoints" / "doom64"),
+              "--walls", "segment", "--episodes", "1", "--out", str(tmp_path / "doom")])
+    assert not (tmp_path / "doom").exists()

@@ -4,12 +4,15 @@ held-out starts over whole maps). `full` runs every protocol of `registry.PROTOC
 the world, its peer and repeat-last (`full.py`) and writes `full.json` and `full.html`;
 `--suite PROTOCOL` runs that one protocol of it the same way (`PROTOCOL.json`, `.html`).
 `long` and `revisit` are also protocols of the full suite; as suites of their own they
-compare several worlds (`--model`) on the same walks at their own sizes (`SUITES`).
+compare several worlds (`--model`) on the same walks at their own sizes (`SUITES`), as does
+`recall` (the recall protocol of `table recall`, each world paired with the first).
 
     python -m worldlab eval --suite long --model teacher_forcing=runs/long/baseline \
         --model bank=runs/long/bank   # several worlds on the same walks: `methods`
     python -m worldlab eval --suite revisit --model none=data/checkpoints/doom64_teacher \
         --model sink=runs/memory/sink   # the revisit walks, with each world's memory
+    python -m worldlab eval --suite recall --model none=runs/recall/worlds/none \
+        --model retrieval=runs/recall/worlds/retrieval   # procedural walls differ per segment
 
 Held-out episodes are recorded fresh from seeds the training data never used
 (`protocols.HELDOUT_SEED`); the table is printed and every number written to
@@ -42,13 +45,24 @@ from .suite.walks import walks_summary, whole
 def _episodes(args, engine: str, frames: int, size: int) -> list:
     suite = SUITES[args.suite]
     maps = tuple(m for m in args.maps.replace("+", ",").split(",") if m) if args.maps else None
-    opts = {"monsters": "invulnerable"} if suite.invulnerable and engine == "doom" else {}
+    return heldout_episodes(engine, args.episodes, frames, size, args.policy or suite.policy,
+                            seed=args.seed, start=args.start, maps=maps,
+                            **_engine_options(args, engine, suite.invulnerable))
+
+
+def _engine_options(args, engine: str, invulnerable: bool) -> dict:
+    """The held-out walks' engine options: DOOM's monsters (invulnerable when a walk must not
+    end in death), procedural --walls, DOOM's coarse depth with --no-metric-depth."""
+    opts = {"monsters": "invulnerable"} if invulnerable and engine == "doom" else {}
+    if args.walls:
+        if engine != "procedural":
+            raise SystemExit(f"--walls is a procedural option; the engine is {engine!r}")
+        opts["walls"] = args.walls
     if args.no_metric_depth:  # the coarse depth buffer: warp-last is coarser too
         if engine != "doom":
             raise SystemExit(f"--no-metric-depth is a doom option; the engine is {engine!r}")
         opts["metric_depth"] = False
-    return heldout_episodes(engine, args.episodes, frames, size, args.policy or suite.policy,
-                            seed=args.seed, start=args.start, maps=maps, **opts)
+    return opts
 
 
 def _models(args) -> dict[str, str]:
@@ -82,6 +96,43 @@ def _revisit(args) -> tuple[dict, list, str, str]:
         result["variants"][name]["checkpoint"] = str(path)
     print_revisit(result)
     return result, episodes, engine, _source(args)
+
+
+def _recall(args) -> tuple[dict, list, str, str]:
+    """The recall protocol (`recall.py`) for each --model NAME=DIR (or the --checkpoint) on
+    the same walks with recall frames: the way out teacher forced, the return generated,
+    scored where only memory knows the answer; each world paired walk by walk with the
+    first --model, beside the oracle, copy, repeat-last, warp-last and the autoencoder."""
+    from tqdm.auto import tqdm
+
+    from .recall import recall_walks, reference_recall, world_recall
+    from .recall_table import block, describe, print_block, walk_geometry
+
+    models = _models(args)
+    worlds = {name: load_world(resolve_checkpoint(path), device=args.device,
+                               subfolder=args.weights, sample=_sample(args))
+              for name, path in models.items()}
+    f, window = walk_geometry(worlds)
+    reference, first = next(iter(worlds.items()))
+    engine = args.engine or first.config.data.engine
+    maps = tuple(m for m in (args.maps or "MAP04").split(",") if m) if engine == "doom" else ()
+    opts = _engine_options(args, engine, invulnerable=True)
+    if engine == "procedural":
+        opts.setdefault("walls", "segment")  # walls that differ within a room: the testbed
+    walks, pairs, info = recall_walks(args.episodes, args.frames, window, f, engine, maps,
+                                      args.seed, **opts)
+    scores = {name: world_recall(w, walks, pairs, steps=args.steps)
+              for name, w in tqdm(worlds.items(), desc="recall", unit="world")}
+    b = block(scores, reference_recall(first, walks, pairs), reference,
+              describe(walks, pairs, info, engine, maps, opts, args.seed, window))
+    print_block(b, reference)
+    # as `table recall` writes it (one block), with the seeds tried: those without recall
+    # frames are named in walks.without_recall_frames
+    return ({"reference": reference, "models": {n: str(p) for n, p in models.items()},
+             "engines": {engine: b},
+             "walks": {"recorded": info["seeds_tried"], "scored": len(walks),
+                       "frames": args.frames, "without_recall_frames": info["left_out"]}},
+            walks, engine, _source(args))
 
 
 def _long(args) -> tuple[dict, list, str, str]:
@@ -189,7 +240,9 @@ class Suite:
 SUITES = {"quick": Suite(_quick), "autoencoder": Suite(_autoencoder, frames=64),
           "long": Suite(_long, 2, 1000, "random", invulnerable=True, models=True),
           "revisit": Suite(_revisit, 8, 96, "random", POLICIES, invulnerable=True,
-                           models=True, scored_subset=True)}  # a minute of play for long
+                           models=True, scored_subset=True),
+          "recall": Suite(_recall, 32, 96, "random", POLICIES, invulnerable=True,
+                          models=True)}  # a minute of play for long
 
 
 def suite_choices() -> list[str]:
@@ -276,7 +329,9 @@ def configure_cli(parser) -> None:
                              "reconstruction PSNR, SSIM, sharpness and colour; long: a "
                              "minute of open loop against drift-free, autoencoder and "
                              "repeat-last references; revisit: coming back to views seen "
-                             "before, with each world's memory; full: every protocol of "
+                             "before, with each world's memory; recall: the way out teacher "
+                             "forced, scored on return frames only memory can know, each "
+                             "world paired with the first --model; full: every protocol of "
                              "the full suite (evaluate.registry: "
                              f"{', '.join(registry.names())}) for the world, the peer and "
                              "repeat-last, with intervals and an HTML report; any other "
@@ -294,7 +349,8 @@ def configure_cli(parser) -> None:
                         help="frame side of the held-out episodes with --autoencoder")
     parser.add_argument("--engine", default=None, help="default: the engine it was trained on")
     parser.add_argument("--episodes", type=int, default=None,
-                        help="held-out episodes (default 8; 2 walks for long)")
+                        help="held-out episodes (default 8; 2 walks for long, 32 with recall "
+                             "frames for recall)")
     parser.add_argument("--start", default=None, choices=STARTS,
                         help="player: the level's start; random: over the reachable level "
                              "(default player; random for long and revisit)")
@@ -303,13 +359,16 @@ def configure_cli(parser) -> None:
     parser.add_argument("--policy", default=None, choices=sorted(players.POLICIES),
                         help="the held-out walks' player (default: the suite's; `loops` "
                              "comes back again and again, for the long suite)")
+    parser.add_argument("--walls", default=None, choices=("room", "segment"),
+                        help="procedural walls: one material per room, or per wall segment "
+                             "(default: the engine's; segment for the recall suite)")
     parser.add_argument("--no-metric-depth", action="store_true",
                         help="doom: depth from the engine's coarse uint8 buffer (steps of "
                              "0.22 m) instead of ray casting the level (no open3d needed; "
                              "warp-last is scored with the coarse depth too)")
     parser.add_argument("--frames", type=int, default=None,
-                        help="frames per held-out episode: autoencoder (64), long (1000) "
-                             "and revisit (96) suites")
+                        help="frames per held-out episode: autoencoder (64), long (1000), "
+                             "revisit and recall (96) suites")
     parser.add_argument("--horizon", type=int, default=32, help="open-loop rollout frames")
     parser.add_argument("--starts", type=int, default=4, help="next-chunk starts per episode")
     parser.add_argument("--runtime-chunks", type=int, default=50,

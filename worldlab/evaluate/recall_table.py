@@ -33,7 +33,7 @@ from .table_io import (best_row, cache_key, cached, paired_models, parse_models,
 OPTS = {"doom": {"monsters": "invulnerable"}, "procedural": {}}  # and procedural's --walls
 
 
-def _geometry(worlds: dict) -> tuple[int, int]:
+def walk_geometry(worlds: dict) -> tuple[int, int]:
     """(chunk frames, window frames) every world shares: the walks' recall frames follow
     from the window."""
     shapes = {n: (w.chunk_frames, w.config.model.window_chunks * w.chunk_frames)
@@ -42,6 +42,29 @@ def _geometry(worlds: dict) -> tuple[int, int]:
         raise ValueError(f"the worlds must share chunk and window sizes (recall frames are "
                          f"defined by the window), got {shapes}")
     return next(iter(shapes.values()))
+
+
+def describe(walks, pairs, info: dict, engine: str, maps, opts: dict, seed: int,
+             window: int) -> dict:
+    """What a block says of its walks (`recall.recall_walks`' walks, recall frames and
+    info): how many, from which seeds, of which engine, and the recall rule's thresholds."""
+    return {"walks": len(walks), "recall_frames": sum(map(len, pairs)),
+            "walk_seeds_tried": info["seeds_tried"],
+            "walks_without_recall_frames": len(info["left_out"]),
+            "engine": engine, "maps": list(maps), "engine_options": opts,
+            "frames_per_walk": len(walks[0]), "first_seed": seed, "window_frames": window,
+            "min_gap": MIN_GAP, "min_overlap": MIN_OVERLAP,
+            "max_window_cover": MAX_WINDOW_COVER}
+
+
+def print_block(b: dict, reference: str) -> None:
+    """A block's variants (paired with `reference`) and references, as aligned columns."""
+    rows = [{"world": n, "recall dB": v["recall_psnr"],
+             f"minus {reference}": v.get(f"paired_vs_{reference}", {}).get("mean", ""),
+             "seeds": v["seeds"], "tokens/frame": v["memory_tokens_per_frame"],
+             "ms/chunk": v["ms_per_chunk"]} for n, v in b["variants"].items()]
+    rows += [{"world": n, "recall dB": v["recall_psnr"]} for n, v in b["references"].items()]
+    print_table(rows, f"recall frames ({b['walks']} walks, {b['recall_frames']} frames)")
 
 
 def block(scores: dict, references: dict, reference: str, walks: dict,
@@ -92,7 +115,7 @@ def cli(args) -> int:
     gates = {n: gate_curves(p) for n, p in parse_models(args.run, "--run").items()}
     use_threads(args.threads)
     worlds = {n: load_world(p, device="cpu") for n, p in models.items()}
-    f, window = _geometry(worlds)
+    f, window = walk_geometry(worlds)
     maps = tuple(m for m in args.maps.split(",") if m) if args.engine == "doom" else ()
     if args.walls and args.engine != "procedural":
         raise ValueError(f"--walls is the procedural engine's option, got --engine "
@@ -118,13 +141,7 @@ def cli(args) -> int:
     timing = _timing(worlds, models, walks[:args.time_walks], pairs[:args.time_walks],
                      f"{cache}/timing-{cache_key(*models.values(), *key, args.time_walks, 'cpu')}"
                      ".json")
-    described = {"walks": len(walks), "recall_frames": sum(map(len, pairs)),
-                 "walk_seeds_tried": info["seeds_tried"],
-                 "walks_without_recall_frames": len(info["left_out"]),
-                 "engine": args.engine, "maps": list(maps), "engine_options": opts,
-                 "frames_per_walk": args.frames,
-                 "first_seed": args.seed, "window_frames": window, "min_gap": MIN_GAP,
-                 "min_overlap": MIN_OVERLAP, "max_window_cover": MAX_WINDOW_COVER,
+    described = {**describe(walks, pairs, info, args.engine, maps, opts, args.seed, window),
                  "timed_walks": min(args.time_walks, len(walks))}
     table = {"what": "the recall protocol: outbound chunks teacher forced, return chunks "
                      "generated; scored on return frames an outbound frame far back covers "
@@ -144,9 +161,7 @@ def cli(args) -> int:
         b["strip"] = _strip(worlds, [args.reference, b["best"]["name"]], walks[k], pairs[k],
                             args.out)
     write_table(args.out, with_engines_of(table, args.beside) if args.beside else table)
-    print(f"{args.block} ({b['walks']} walks, {b['recall_frames']} recall frames): "
-          + ", ".join(f"{n} {r['recall_psnr']:.2f}" for n, r in b["variants"].items())
-          + "; " + ", ".join(f"{n} {r['recall_psnr']:.2f}" for n, r in b["references"].items()))
+    print_block(b, args.reference)
     print_table(bar_rows(b["bars"], RECALL_BARS),
                 f"the recall bars (best: {b['best']['name']}, chosen on {b['best']['chosen_on']})")
     return 0
