@@ -42,7 +42,6 @@ QUOTE = re.compile(rf"(?<![\w.\-/])({NUM}(?:\s*(?:-|–|/|to)\s*{NUM})*)\s*"
 # (file, the quoted text): why it is not a shipped measurement.
 NOT_RESULTS = {
     ("README.md", "+6 dB"): "a property of PSNR (halving the RMS error)",
-    ("README.md", "+2 dB"): "the memory issue's bar, a target",
     ("README.md", "2 dB"): "the memory issue's bar, a target",
     ("00_quickstart.ipynb", "+6 dB"): "a property of PSNR (halving the RMS error)",
     ("02_autoencoder.ipynb", "30 dB"): "the world issue's bar for the autoencoder, a target",

@@ -26,6 +26,7 @@ import os
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 
 from ..atomic import atomic_write_text
@@ -153,6 +154,8 @@ DESCRIPTIONS = {
     "long_horizon_steps.json": "the long-horizon drift with 16 and 8 sampling steps",
     "memory.json": "memory variants on revisit walks: return frames, cost, bars",
     "memory_budget.json": "memory variants at a larger training budget",
+    "memory_recall.json": "every memory variant where only memory knows the answer (the "
+                          "recall protocol), procedural worlds and DOOM's held-out map",
     "memory_budget_600.json": "memory variants at 600 training steps",
     "memory_cost.json": "memory variants' streaming cost over 100 chunks",
     "world_2x.json": "the world model on 2x latents",
@@ -485,6 +488,7 @@ TABLES: dict[str, Callable[[Path], Rendered]] = {
     "memory": memory,
     "geometry": geometry,
     "geometry_recall": recall,
+    "memory_recall": partial(recall, name="memory_recall.json"),
     "long_horizon_random_walks": long_horizon_random_walks,
     "autoencoders": autoencoders,
     "browser_play": browser_play,
