@@ -27,8 +27,8 @@ from .recall import (MAX_WINDOW_COVER, recall_strip, recall_walks, reference_rec
 from .revisit import MIN_GAP, MIN_OVERLAP
 from .report import print_table
 from .stats import bootstrap, paired_seed_rows, seed_groups
-from .table_io import (best_row, cache_key, cached, paired_models, parse_models, seed_row, with_engines_of,
-                       write_scores, write_strip, write_table)
+from .table_io import (best_row, cache_key, cached, paired_models, parse_models, seed_row,
+                       with_engines_of, write_scores, write_strip, write_table)
 
 OPTS = {"doom": {"monsters": "invulnerable"}, "procedural": {}}  # and procedural's --walls
 
@@ -57,14 +57,15 @@ def describe(walks, pairs, info: dict, engine: str, maps, opts: dict, seed: int,
             "max_window_cover": MAX_WINDOW_COVER}
 
 
-def print_block(b: dict, reference: str) -> None:
-    """A block's variants (paired with `reference`) and references, as aligned columns."""
+def print_block(b: dict, reference: str, title: str = "recall frames") -> None:
+    """A block's variants (paired with `reference`) and references, as aligned columns,
+    under `title` and the block's walks and recall frames."""
     rows = [{"world": n, "recall dB": v["recall_psnr"],
              f"minus {reference}": v.get(f"paired_vs_{reference}", {}).get("mean", ""),
              "seeds": v["seeds"], "tokens/frame": v["memory_tokens_per_frame"],
              "ms/chunk": v["ms_per_chunk"]} for n, v in b["variants"].items()]
     rows += [{"world": n, "recall dB": v["recall_psnr"]} for n, v in b["references"].items()]
-    print_table(rows, f"recall frames ({b['walks']} walks, {b['recall_frames']} frames)")
+    print_table(rows, f"{title} ({b['walks']} walks, {b['recall_frames']} recall frames)")
 
 
 def block(scores: dict, references: dict, reference: str, walks: dict,
