@@ -208,6 +208,10 @@ def test_table_loops_pairs_methods_by_seed_on_the_same_loop_walks(tmp_path):
     assert b["bars"]["best_minus_reference_late_db"] == pytest.approx(0.0, abs=1e-9)
     assert b["bars"]["best_sharpness_ratio_vs_ae_late"] == x["sharpness_ratio_vs_ae_late"]
     cached = sorted(p.name for p in cache.iterdir())
+    # the drift-free stream is run only for the row the table reads it from
+    drift = {p.name.split("-")[0]: "psnr_drift_free_late" in json.loads(p.read_text())
+             for p in cache.iterdir()}
+    assert drift == {"tf": True, "tf_seed1": False, "x": False, "x_seed1": False}
     assert len(cached) == 4 and main(args + ["--strip"]) == 0
     assert sorted(p.name for p in cache.iterdir()) == cached
     strip = json.loads(out.read_text())["engines"]["procedural"]["strip"]

@@ -92,10 +92,11 @@ def _mean(values) -> float | None:
 
 
 def _mean_curves(curves: list[dict]) -> dict:
-    """Each curve (10-frame means along the walk) averaged over a method's seeds."""
+    """Each curve (10-frame means along the walk) averaged over a method's seeds; a curve
+    only some seeds have (the drift-free stream, the reference's first seed's) is left out."""
     return {k: curves[0][k] if k == "frame" else
             np.round(np.mean([c[k] for c in curves], axis=0), 3).tolist()
-            for k in curves[0]}
+            for k in curves[0] if all(k in c for c in curves)}
 
 
 def _curve_interval(scores: list[dict]) -> dict:
@@ -156,9 +157,10 @@ def cli(args) -> int:
     walks, info = loop_walks(args.walks, args.frames, sizes.pop(), args.engine, maps,
                              args.seed, **opts)
     key = (args.engine, maps, opts, POLICY, args.walks, args.frames, args.seed, args.explore)
-    reference_names = set(seed_groups(models).get(args.reference, ()))
+    # the drift-free stream (as many chunks again as the open loop) only where the table
+    # reads it: the reference's first seed, the row named --reference itself
     scores = {n: cached(f"{args.cache}/{n}-{cache_key(models[n], *key)}.json",
-                        lambda w=w, n=n: _score(w, walks, n in reference_names,
+                        lambda w=w, n=n: _score(w, walks, n == args.reference,
                                                 args.engine, args.explore))
               for n, w in worlds.items()}
     if args.score_only:
