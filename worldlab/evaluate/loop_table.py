@@ -130,12 +130,18 @@ def block(scores: dict, reference: str, walks: dict) -> dict:
         if base != reference:
             methods[base][f"loop_closure_paired_vs_{reference}"] = \
                 loops[base][f"paired_vs_{reference}"]
-    first = scores[next(iter(groups[reference]))]
+    first = scores[reference_row(scores, reference)]
     return {**walks, "seeds": max(len(g) for g in groups.values()), "methods": methods,
             **{k: first.get(k) for k in REFERENCE_KEYS},
             "psnr_drift_free_late": first["psnr_drift_free_late"],
             "drift_free_is": f"{reference} fed the engine's chunks all along: a next-chunk "
                              f"score, not a ceiling of open loop"}
+
+
+def reference_row(names, reference: str) -> str:
+    """The row the table reads the walks' shared scores and the drift-free stream from: the
+    one named `reference` (its first seed), else the first of its seeds among `names`."""
+    return reference if reference in names else seed_groups(names)[reference][0]
 
 
 def _score(world, walks, drift_free: bool, engine: str, explore: int) -> dict:
@@ -158,9 +164,10 @@ def cli(args) -> int:
                              args.seed, **opts)
     key = (args.engine, maps, opts, POLICY, args.walks, args.frames, args.seed, args.explore)
     # the drift-free stream (as many chunks again as the open loop) only where the table
-    # reads it: the reference's first seed, the row named --reference itself
+    # reads it (a --score-only job: the table made later reads the row named --reference)
+    drift_row = args.reference if args.score_only else reference_row(models, args.reference)
     scores = {n: cached(f"{args.cache}/{n}-{cache_key(models[n], *key)}.json",
-                        lambda w=w, n=n: _score(w, walks, n == args.reference,
+                        lambda w=w, n=n: _score(w, walks, n == drift_row,
                                                 args.engine, args.explore))
               for n, w in worlds.items()}
     if args.score_only:
