@@ -59,6 +59,12 @@ def test_error_bank_keeps_recent_errors_by_flow_time():
     for _ in range(A.BANK_SIZE + 5):  # a bucket keeps its most recent BANK_SIZE
         bank.record(errors[:1], torch.tensor([0.05]))
     assert len(bank.buckets[0]) == A.BANK_SIZE
+    before = [list(b) for b in bank.buckets]
+    bad = errors.clone()
+    bad[1, 0, 0, 0, 0] = float("nan")
+    with pytest.raises(ValueError, match="non-finite errors .1 of"):
+        bank.record(bad, torch.tensor([0.05, 0.15, 0.45]))
+    assert [list(b) for b in bank.buckets] == before  # nothing kept, not even the finite ones
 
 
 @pytest.mark.parametrize("kind", ["noise", "blur", "colour", "bank"])
@@ -192,6 +198,12 @@ def test_switches_need_teacher_forcing_and_valid_values():
         make_config("tiny", train={"forcing": "teacher", "context_corruption": "smudge"})
     with pytest.raises(ValueError, match="sample.context_noise"):
         make_config("tiny", sample={"context_noise": 0.9})
+    # a switch the world does not carry: noised context it was never trained to read
+    with pytest.raises(ValueError,
+                       match=r"sample.context_noise=0.05 .*\(train.context_noise is 0\)"):
+        make_config("tiny", train={"forcing": "teacher"}, sample={"context_noise": 0.05})
+    make_config("tiny", train={"forcing": "teacher", "context_noise": 0.1},
+                sample={"context_noise": 0.05})
 
 
 # ----------------------------------------------------------------------------------------

@@ -433,6 +433,11 @@ def validate_config(cfg: "WorldConfig") -> "WorldConfig":
         raise ValueError(f"config train.{on[0]} changes the context chunks, which needs "
                          f"train.forcing='teacher' (clean context, loss on the last chunk); "
                          f"got train.forcing={tc.forcing!r}")
+    if cfg.sample.context_noise > 0 and tc.context_noise == 0:
+        raise ValueError(f"config sample.context_noise={cfg.sample.context_noise} noises each "
+                         f"generated chunk before it becomes context, which this world was "
+                         f"never trained to read (train.context_noise is 0): set it to 0, "
+                         f"or fine-tune with the context_noise method")
     mem = cfg.memory
     if tc.self_rollout_chunks and not tc.self_rollout_prob:
         raise ValueError(f"config train.self_rollout_chunks={tc.self_rollout_chunks} rolls "
