@@ -225,10 +225,17 @@ def test_a_second_engine_block_goes_beside_the_first(tmp_path):
 
     first = tmp_path / "first.json"
     first.write_text(json.dumps({"reference": "tf", "models": {"tf": "a"},
+                                 "budget": "100 steps", "commit": "abc", "measured": "d1",
                                  "engines": {"procedural": {"walks": 16}}}))
-    table = {"reference": "tf", "models": {"tf": "b"}, "engines": {"doom": {"walks": 16}}}
+    table = {"reference": "tf", "models": {"tf": "b"}, "budget": "200 steps",
+             "engines": {"doom": {"walks": 16}}}
     both = with_engines_of(table, first)
     assert list(both["engines"]) == ["procedural", "doom"] and both["models"] == {"tf": "b"}
+    # each block keeps what made it; the table's own fields are the newer run's
+    assert both["engines"]["procedural"] == {"budget": "100 steps", "commit": "abc",
+                                             "measured": "d1", "walks": 16}
+    assert both["engines"]["doom"] == {"budget": "200 steps", "walks": 16}
+    assert both["budget"] == "200 steps" and "commit" not in both
     with pytest.raises(ValueError, match="pairs with 'tf'.* 'none'"):
         with_engines_of({**table, "reference": "none"}, first)
 

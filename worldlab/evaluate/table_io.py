@@ -179,7 +179,18 @@ def with_engines_of(table: dict, path) -> dict:
         raise ValueError(f"{path} pairs with {other['reference']!r}, this table with "
                          f"{table['reference']!r}: one reference per table")
     return {**table, "models": {**other.get("models", {}), **table["models"]},
-            "engines": {**other["engines"], **table["engines"]}}
+            "engines": {**_stamped_blocks(other), **_stamped_blocks(table)}}
+
+
+# what a block keeps of the table that made it, once it sits beside another run's blocks
+BLOCK_PROVENANCE = ("budget", "spec", "spec_hash", "commit", "measured")
+
+
+def _stamped_blocks(table: dict) -> dict:
+    """`table`'s engine blocks, each with the budget (and, for a shipped table, the spec and
+    commit) of the run that made it, unless it says its own."""
+    made = {k: table[k] for k in BLOCK_PROVENANCE if k in table}
+    return {name: {**made, **b} for name, b in table["engines"].items()}
 
 
 def write_table(out, table: dict) -> Path:
