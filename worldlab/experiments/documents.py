@@ -148,6 +148,8 @@ DESCRIPTIONS = {
     "geometry_world.json": "the world given the 3D cache as input against the same world "
                            "without it, and warp-last, on the next chunk",
     "inference.json": "int8 and torch.compile: speed and quality loss",
+    "long_horizon.json": "anti-drift methods on 1,000-frame loop walks, paired by seed with "
+                         "teacher forcing; late and loop-closure PSNR",
     "long_horizon_random_walks.json": "anti-drift methods over two 1,000-frame random walks "
                                       "(the earlier protocol)",
     "long_horizon_sink.json": "the attention sink world on the long-horizon walks",
@@ -239,12 +241,16 @@ def worlds_bars(results: Path) -> Rendered:
 
     r = load_result(results, "worlds.json")
     blocks = r.get("worlds")
-    rows = []
-    for key, bar in BARS.items():
-        cells = [f"{num(b['bars'][key])} ({'met' if bar.met(b['bars'][key]) else 'not met'})"
-                 if key in b["bars"] else "-" for b in blocks.values()]
-        rows.append((bar.what, bar.need, *cells))
-    return Rendered(("bar", "needs", *blocks), rows, (r,))
+    return Rendered(("bar", "needs", *blocks), bars_met(BARS, blocks), (r,))
+
+
+def bars_met(bars: dict, blocks: dict) -> list[tuple]:
+    """One row per bar (`memory_bars.Bar`): what it asks, what it needs, then each block's
+    value (its `bars[key]`) and whether it is met, '-' where the block lacks it."""
+    return [(bar.what, bar.need,
+             *(f"{num(b['bars'][key])} ({'met' if bar.met(b['bars'][key]) else 'not met'})"
+               if key in b["bars"] else "-" for b in blocks.values()))
+            for key, bar in bars.items()]
 
 
 def _benchmark_rows(world: str, r: Result) -> list[tuple]:
@@ -441,6 +447,49 @@ def long_horizon_random_walks(results: Path) -> Rendered:
     return Rendered(header, rows, (r,))
 
 
+# the rows every loops block shares (the same frames): label, key in `psnr_<key>_late`
+LOOP_REFERENCES = (("drift-free (the reference fed the engine's chunks: a next-chunk score)",
+                    "drift_free"), ("autoencoder", "ae"), ("repeat-last", "repeat"),
+                   ("warp-last", "warp"))
+
+
+def long_horizon(results: Path) -> Rendered:
+    """The long-horizon protocol on loop walks (`table loops`) per engine block: each method
+    pooled over its training seeds and paired walk by walk with the reference on the late
+    PSNR, then the references on the same frames."""
+    r = load_result(results, "long_horizon.json")
+    ref, rows, late = r.get("reference"), [], None
+    for block, b in r.get("engines").items():
+        late = b["late_window"]
+        where = f"{block} ({b['walks']} walks, {b['loop_closure_frames']} loop-closure frames)"
+        for name, m in b["methods"].items():
+            rows.append((where, name, interval(m["psnr_late"], m["psnr_late_ci"]),
+                         ci(m.get(f"paired_vs_{ref}")), num(m["loop_closure_psnr_late"]),
+                         num(m["sharpness_ratio_vs_engine_late"]),
+                         num(m["sharpness_ratio_vs_ae_late"]),
+                         num(m["motion_ratio_vs_engine_late"]), m["seeds"]))
+        for label, key in LOOP_REFERENCES:
+            rows.append((where, f"*{label}*", num(b[f"psnr_{key}_late"]), "",
+                         num(b.get(f"loop_closure_psnr_{key}_late")), "", "", "", ""))
+    if late is None:
+        raise ValueError("data/results/long_horizon.json has no key 'engines' with a block")
+    header = ("walks", "method", f"late PSNR, frames {late[0]}-{late[1]} (dB)",
+              f"minus {ref}, same seed (dB)", "loop-closure PSNR (dB)", "sharpness / engine",
+              "sharpness / autoencoder", "motion / engine", "seeds")
+    return Rendered(header, rows, (r,))
+
+
+def long_horizon_bars(results: Path) -> Rendered:
+    """The long-horizon issue's bars (`loop_table.LOOP_BARS`) on each block's best method
+    (chosen on validation walks), and whether each is met."""
+    from ..evaluate.loop_table import LOOP_BARS  # here: it imports the engines and models
+
+    r = load_result(results, "long_horizon.json")
+    blocks = r.get("engines")
+    header = ("bar", "needs", *(f"{n} (best: {b['best']['name']})" for n, b in blocks.items()))
+    return Rendered(header, bars_met(LOOP_BARS, blocks), (r,))
+
+
 def autoencoders(results: Path) -> Rendered:
     r = load_result(results, "autoencoders.json")
     rows = []
@@ -493,6 +542,8 @@ TABLES: dict[str, Callable[[Path], Rendered]] = {
     "geometry": geometry,
     "geometry_recall": recall,
     "memory_recall": partial(recall, name="memory_recall.json"),
+    "long_horizon": long_horizon,
+    "long_horizon_bars": long_horizon_bars,
     "long_horizon_random_walks": long_horizon_random_walks,
     "autoencoders": autoencoders,
     "browser_play": browser_play,
