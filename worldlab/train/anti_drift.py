@@ -66,10 +66,11 @@ class ErrorBank:
     def record(self, errors: torch.Tensor, t: torch.Tensor) -> None:
         """errors (b, f, c, h, w): clean prediction minus truth of chunks at flow time t (b,).
         Non-finite errors (a diverged step) raise and leave the bank as it was."""
-        if not torch.isfinite(errors).all():
-            raise ValueError(f"the error bank was fed non-finite errors "
-                             f"({int((~torch.isfinite(errors)).sum())} of {errors.numel()} "
-                             f"values are NaN or inf): the step that made them diverged")
+        bad = int((~torch.isfinite(errors)).sum())
+        if bad:
+            raise ValueError(f"the error bank was fed non-finite errors ({bad} of "
+                             f"{errors.numel()} values are NaN or inf): the step that made "
+                             f"them diverged")
         index = (t.detach().float() * BANK_BUCKETS).long().clamp(0, BANK_BUCKETS - 1)
         for e, i in zip(errors.detach(), index.tolist()):
             self.buckets[i].append(e.clone())
