@@ -203,6 +203,12 @@ def test_table_loops_pairs_methods_by_seed_on_the_same_loop_walks(tmp_path):
     lo, hi = x["curves"]["psnr_open_loop_lo"], x["curves"]["psnr_open_loop_hi"]
     assert len(lo) == 6 and all(a <= m + 1e-6 and m <= c + 1e-6 for a, m, c in
                                 zip(lo, x["curves"]["psnr_open_loop"], hi))
+    # notebook 05's figure: a band and a line per method, then the two references
+    from worldlab.evaluate.loop_table import curves_figure
+    fig = curves_figure(b, "loops")
+    assert [t.name for t in fig.data if t.showlegend is not False] == \
+        ["tf", "x", "autoencoder", "repeat-last"]
+    assert len(fig.data) == 6 and list(fig.data[3].y) == x["curves"]["psnr_open_loop"]
     # the best method and its bars (chosen here on these walks: no validation table)
     assert b["best"]["name"] == "x" and "no validation" in b["best"]["chosen_on"]
     assert b["bars"]["best_minus_reference_late_db"] == pytest.approx(0.0, abs=1e-9)

@@ -23,11 +23,12 @@ The table holds one block, `engines.<--block>`; each world's scores are cached u
 from __future__ import annotations
 
 import numpy as np
+import plotly.graph_objects as go
 
 from ..paths import relative
 from ..pretrained import load_world
 from ..threads import use_threads
-from ..viz import frame_grid
+from ..viz import COLORS, frame_grid
 from .long import LOOP_GAP, LOOP_OVERLAP, generate_walk, given_frames, long_horizon
 from .memory_bars import Bar, bar_rows
 from .protocols import whole_walks
@@ -136,6 +137,26 @@ def block(scores: dict, reference: str, walks: dict) -> dict:
             "psnr_drift_free_late": first["psnr_drift_free_late"],
             "drift_free_is": f"{reference} fed the engine's chunks all along: a next-chunk "
                              f"score, not a ceiling of open loop"}
+
+
+def curves_figure(b: dict, title: str) -> go.Figure:
+    """PSNR along a block's walks (10-frame means, each method's seeds averaged walk by walk)
+    with its 95% interval over walks where the block has one, beside repeat-last and the
+    autoencoder: notebook 05's figure of each engine."""
+    fig = go.Figure(layout=dict(title=title, xaxis_title="frame", yaxis_title="PSNR (dB)",
+                                height=420))
+    for k, (name, m) in enumerate(b["methods"].items()):
+        c, colour = m["curves"], COLORS[k % len(COLORS)]
+        if "psnr_open_loop_lo" in c:
+            fig.add_scatter(x=c["frame"] + c["frame"][::-1],
+                            y=c["psnr_open_loop_hi"] + c["psnr_open_loop_lo"][::-1],
+                            fill="toself", line_width=0, fillcolor=colour, opacity=0.2,
+                            showlegend=False, hoverinfo="skip")
+        fig.add_scatter(x=c["frame"], y=c["psnr_open_loop"], name=name, line_color=colour)
+    c = next(iter(b["methods"].values()))["curves"]
+    for key, label in (("psnr_autoencoder", "autoencoder"), ("psnr_repeat", "repeat-last")):
+        fig.add_scatter(x=c["frame"], y=c[key], name=label, line_color="grey", line_dash="dot")
+    return fig
 
 
 def reference_row(names, reference: str) -> str:
