@@ -64,13 +64,15 @@ class Result:
             value = value[key]
         return value
 
-    def made_by(self) -> str:
-        """The command that re-makes this file: its experiment spec's run, else (a device
-        run's script, a file from before the runner) its own command."""
-        spec = self.data.get("spec") or ""
-        if spec.startswith("experiments/"):
-            return f"python -m worldlab run {spec}"
-        return self.get("command")
+    def made_by(self) -> list[str]:
+        """The commands that re-make this file: its experiment spec's run, then those of the
+        engine blocks other runs shipped beside it (`--beside`), else (a device run's
+        script, a file from before the runner) its own command."""
+        blocks = self.data.get("engines", {}).values()
+        specs = [self.data.get("spec") or "", *(b.get("spec") or "" for b in blocks)]
+        runs = [f"python -m worldlab run {s}" for s in dict.fromkeys(specs)
+                if s.startswith("experiments/")]
+        return runs or [self.get("command")]
 
 
 def load_result(results: Path, name: str) -> Result:
@@ -572,8 +574,8 @@ def to_markdown(t: Rendered, document: Path, results: Path) -> list[str]:
         parts = []
         for r in t.sources:
             link = Path(os.path.relpath(Path(results) / r.name, Path(document).parent))
-            parts.append(f"[`{link.as_posix()}`]({link.as_posix()}), made by "
-                         f"`{_cell(r.made_by())}`")
+            made_by = " and ".join(f"`{_cell(c)}`" for c in r.made_by())
+            parts.append(f"[`{link.as_posix()}`]({link.as_posix()}), made by {made_by}")
         made = "From " + "; ".join(parts) + "."
     return [*lines, "", made]
 
