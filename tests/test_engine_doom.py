@@ -131,6 +131,22 @@ def test_mesh_depth_matches_the_depth_buffer():
     assert np.median(rel) < 0.05 and np.percentile(rel, 75) < 0.1
 
 
+def test_a_line_with_one_sector_on_both_sides_is_no_wall():
+    """MAP04's walk-over trigger at x = -192 units (a linedef whose two sides are one sector)
+    is not drawn by the game. The mesh once made it a wall from floor to ceiling, so a start
+    on it saw depth 0 everywhere and the players that read the depth never moved."""
+    e = DoomEngine(size=120, render_size=(160, 120), monsters=False)
+    try:
+        obs = e.reset(seed=0, map="MAP04", position=(-6.0, 19.3125), yaw=-55.8)
+        buffer = e.depth_buffer()
+    finally:
+        e.close()
+    assert (obs.depth > 0.3).all()  # the player's eye is 1.5 m up, 0.5 m from any wall
+    static = (obs.instance == 0) & (obs.depth < 20)
+    rel = np.abs(buffer - obs.depth)[static] / obs.depth[static]
+    assert np.median(rel) < 0.05
+
+
 def test_warping_between_frames_matches(flat_walk):
     errors, still = [], []
     for i, k in [(0, 4), (4, 8), (8, 14), (12, 18), (16, 22), (18, 24)]:

@@ -87,7 +87,7 @@ from . import reaper
 from .base import START_STREAM, Event, EventSpec, Observation, match_event
 from .coverage import ReachableArea
 from .doom_level import (PLAYER_RADIUS, UNITS_PER_M_XY, UNITS_PER_M_Z, LevelMesh, MapData,
-                         map_names, random_start, reachable_area, read_map, sky_sectors)
+                         map_names, random_start, reachable_area, read_map)
 
 WAD_DIR = Path(vzd.__file__).resolve().parent
 SHARED_MEMORY = Path("/dev/shm")  # where ViZDoom's shared memory and queues live (Linux)
@@ -386,8 +386,12 @@ class DoomEngine:
 
     def _mesh(self, state) -> LevelMesh:
         if self.map not in self._meshes:  # lines never move: one topology per map
-            self._meshes[self.map] = LevelMesh(state.sectors,
-                                               sky_sectors(self.wad_path, self.map))
+            level = self._level(self.map)[0]
+            if sorted(s.id for s in state.sectors) != list(range(len(level.floor))):
+                raise ValueError(f"sectors_info lists {len(state.sectors)} sectors but the "
+                                 f"WAD's {self.map} has {len(level.floor)}; is the map the "
+                                 f"one loaded by the game?")
+            self._meshes[self.map] = LevelMesh(level)
         mesh = self._meshes[self.map]
         floor = np.zeros(len(state.sectors))
         ceiling = np.zeros(len(state.sectors))

@@ -155,29 +155,26 @@ def read_map(wad_path, map_name: str) -> MapData:
         things=np.array(_table(data, lumps["THINGS"], "<hhHHH"), np.float64).reshape(-1, 5))
 
 
-def sky_sectors(wad_path, map_name: str) -> np.ndarray:
-    """(sectors,) bool: True where a sector's ceiling is sky (flat named F_SKY*)."""
-    data, lumps = _map_lumps(wad_path, map_name)
-    return np.array([s[3].startswith(b"F_SKY") for s in _sector_table(data, lumps)])
-
-
 # ----------------------------------------------------------------------------------------
 # Topology: what does not move (lines, floor polygons), built once per level
 # ----------------------------------------------------------------------------------------
 
 
-def _sector_lines(sectors) -> tuple[dict, dict]:
-    """Lines per sector (parity-cancelled) and the sectors on each undirected line."""
-    per_sector, sides = {}, {}
-    for s in sectors:
-        lines = set()
-        for ln in s.lines:
-            a, b = (ln.x1, ln.y1), (ln.x2, ln.y2)
-            key = (a, b) if a <= b else (b, a)
-            lines ^= {key}  # a line listed twice inside one sector encloses nothing
-            sides.setdefault(key, []).append(s.id)
-        per_sector[s.id] = np.array(sorted(lines), dtype=np.float64).reshape(-1, 4)
-    return per_sector, sides
+def _sector_lines(m: MapData) -> tuple[dict, dict]:
+    """Lines per sector (parity-cancelled) and the sectors on each undirected line, from the
+    WAD's linedefs. A line with one sector on both sides (a walk-over trigger, a grate) is
+    listed twice in it, so it encloses nothing and raises no wall: ViZDoom's `Sector.lines`
+    lists it once, which made it a wall from floor to ceiling that the game does not draw."""
+    per_sector = {s: set() for s in range(len(m.floor))}
+    sides = {}
+    for (x1, y1, x2, y2), (front, back) in zip(m.lines.tolist(), m.sides.tolist()):
+        a, b = (x1, y1), (x2, y2)
+        key = (a, b) if a <= b else (b, a)
+        for sector in (front,) if back < 0 else (front, back):
+            per_sector[sector] ^= {key}  # a line listed twice inside one sector: nothing
+        sides[key] = [front] if back < 0 else [front, back]
+    return ({sid: np.array(sorted(lines), dtype=np.float64).reshape(-1, 4)
+             for sid, lines in per_sector.items()}, sides)
 
 
 def _slab_triangles(lines: np.ndarray) -> np.ndarray:
@@ -374,17 +371,14 @@ def random_start(m: MapData, area: ReachableArea, skill: int,
 class LevelMesh:
     """The level's walls, floors and ceilings in metres, ray-cast with open3d.
 
-    `sectors` are ViZDoom `Sector`s (from `state.sectors`), `sky` the (sectors,) mask of sky
-    ceilings (`sky_sectors`). Call `update` with the heights of each new state, then `depth`.
+    Built from the WAD's map (`read_map`: its lines, the sectors on each side, the sky
+    ceilings); call `update` with the sector heights of each new state (doors and lifts
+    move them), then `depth`.
     """
 
-    def __init__(self, sectors, sky: np.ndarray):
-        ids = [s.id for s in sectors]
-        if sorted(ids) != list(range(len(sky))):
-            raise ValueError(f"sectors_info lists {len(ids)} sectors but the WAD has "
-                             f"{len(sky)}; is the map the one loaded by the game?")
-        self.sky = np.asarray(sky, dtype=bool)
-        per_sector, sides = _sector_lines(sectors)
+    def __init__(self, m: MapData):
+        self.sky = np.asarray(m.sky, dtype=bool)
+        per_sector, sides = _sector_lines(m)
         self._flat_xy, self._flat_sector = [], []
         for sid, lines in per_sector.items():
             tris = _slab_triangles(lines) if len(lines) else np.zeros((0, 3, 2))
