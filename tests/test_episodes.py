@@ -45,6 +45,8 @@ def test_validate_accepts_and_caption_at():
     ("rgb", np.zeros((8, 8, 8, 3), np.float32), "rgb must be uint8"),
     ("depth", np.ones((8, 8, 7), np.float32), r"depth must be float32 \(8, 8, 8\)"),
     ("depth", np.full((8, 8, 8), np.nan, np.float32), "NaN"),
+    ("depth", np.concatenate([np.ones((3, 8, 8)), np.zeros((5, 8, 8))]).astype(np.float32),
+     "320 NaN or values <= 0 in 5 of 8 frames, the first at frame 3"),
     ("c2w", np.eye(4)[None].repeat(7, 0), r"c2w must be float64 \(8, 4, 4\)"),
     ("c2w", np.eye(4)[None].repeat(8, 0) * 2, "not orthonormal"),
     ("K", np.zeros((8, 3, 3)), "focal lengths"),

@@ -36,6 +36,16 @@ def test_record_episode_procedural_schema_and_determinism():
                              event_rate=0.5))
 
 
+def test_an_engine_frame_that_fails_the_episode_check_names_the_recording():
+    def blind(i, obs):  # an engine fault from frame 5 on: depth 0, as a bad mesh gave
+        if i >= 5:
+            obs.depth[...] = 0.0
+    with pytest.raises(ValueError, match=r"procedural recording of seed 3 \(random_walk, "
+                                         r"start player, 8 frames\).*the first at frame 5"):
+        record_episode("procedural", seed=3, frames=8, size=32, policy="random_walk",
+                       callback=blind)
+
+
 def test_record_episode_doom_has_per_frame_intrinsics():
     ep = record_episode("doom", seed=0, frames=6, size=32, policy="turn_around")
     assert ep.rgb.shape == (6, 32, 32, 3) and ep.K.shape == (6, 3, 3)

@@ -161,11 +161,17 @@ def record_with(engine: Engine, seed: int, frames: int, policy: str = "mix",
                      start_pose=[float(position[0]), float(position[1]), float(yaw)],
                      **_event_schedule(event_every, event_kinds))
     scene = SCENES.get(engine.name, engine.name)
-    return Episode(rgb=stack("rgb"), depth=stack("depth").astype(np.float32),
-                   c2w=stack("c2w").astype(np.float64), K=stack("K").astype(np.float64),
-                   actions=np.stack(actions), instance=instance,
-                   prompts=prompts_from_steps(prompts, scene, CHARACTER),
-                   events=events, meta=meta).validate()
+    episode = Episode(rgb=stack("rgb"), depth=stack("depth").astype(np.float32),
+                      c2w=stack("c2w").astype(np.float64), K=stack("K").astype(np.float64),
+                      actions=np.stack(actions), instance=instance,
+                      prompts=prompts_from_steps(prompts, scene, CHARACTER),
+                      events=events, meta=meta)
+    try:
+        return episode.validate()
+    except ValueError as e:  # an engine bug: say which recording shows it
+        where = f" of {meta['map']}" if meta.get("map") else ""
+        raise ValueError(f"the {engine.name} recording of seed {seed}{where} ({policy}, start "
+                         f"{start}, {len(observations)} frames): {e}") from e
 
 
 def _event_schedule(every: int, kinds) -> dict:

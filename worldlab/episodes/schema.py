@@ -107,9 +107,12 @@ class Episode:
             raise ValueError(f"Episode.rgb must hold at least one frame, got t={t}")
         if self.depth is not None:
             _expect_array("depth", self.depth, np.float32, (t, h, w))
-            if np.isnan(self.depth).any() or (self.depth <= 0).any():
-                raise ValueError("Episode.depth must be positive z-depth (inf = no hit), "
-                                 "found NaN or values <= 0")
+            bad = np.isnan(self.depth) | (self.depth <= 0)  # (t, h, w)
+            if bad.any():
+                frames = np.flatnonzero(bad.any(axis=(1, 2)))
+                raise ValueError(f"Episode.depth must be positive z-depth (inf = no hit), "
+                                 f"found {int(bad.sum())} NaN or values <= 0 in {len(frames)} "
+                                 f"of {t} frames, the first at frame {frames[0]}")
         _expect_array("c2w", self.c2w, np.float64, (t, 4, 4))
         check_c2w(self.c2w, "Episode.c2w")
         _expect_array("K", self.K, np.float64, (t, 3, 3))
