@@ -164,7 +164,8 @@ def _sector_lines(m: MapData) -> tuple[dict, dict]:
     """Lines per sector (parity-cancelled) and the sectors on each undirected line, from the
     WAD's linedefs. A line with one sector on both sides (a walk-over trigger, a grate) is
     listed twice in it, so it encloses nothing and raises no wall: ViZDoom's `Sector.lines`
-    lists it once, which made it a wall from floor to ceiling that the game does not draw."""
+    lists it once, which made it a wall from floor to ceiling that the game does not draw.
+    A middle texture on such a line (MAP01's three grates) is not in the mesh either."""
     per_sector = {s: set() for s in range(len(m.floor))}
     sides = {}
     for (x1, y1, x2, y2), (front, back) in zip(m.lines.tolist(), m.sides.tolist()):
