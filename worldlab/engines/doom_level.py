@@ -298,15 +298,11 @@ def _reachable_sectors(m: MapData, start: int) -> np.ndarray:
     return seen
 
 
-def _sector_triangles(m: MapData) -> list[np.ndarray]:
-    """Floor triangles (m_i, 3, 2) of each sector in map units (`_slab_triangles`)."""
-    lines = [set() for _ in m.floor]
-    for line, sides in zip(m.lines, m.sides):
-        key = tuple(line)
-        for s in set(sides[sides >= 0].tolist()):  # a line inside one sector encloses nothing
-            lines[s] ^= {key}
-    return [_slab_triangles(np.array(sorted(ls), np.float64).reshape(-1, 4)) if ls
-            else np.zeros((0, 3, 2)) for ls in lines]
+def _sector_triangles(per_sector: dict) -> list[np.ndarray]:
+    """Floor triangles (m_i, 3, 2) of each sector in map units (`_slab_triangles`) from its
+    lines (`_sector_lines`), in sector order."""
+    return [_slab_triangles(lines) if len(lines) else np.zeros((0, 3, 2))
+            for _, lines in sorted(per_sector.items())]
 
 
 def reachable_area(m: MapData) -> ReachableArea:
@@ -319,7 +315,7 @@ def reachable_area(m: MapData) -> ReachableArea:
     if not len(starts):
         raise ValueError("the map has no player 1 start (thing type 1)")
     start_xy = starts[0, :2]
-    tris = _sector_triangles(m)
+    tris = _sector_triangles(_sector_lines(m)[0])
     start = next((s for s, t in enumerate(tris)
                   if len(t) and in_triangles(start_xy[None], t)[0]), None)
     if start is None:
@@ -380,13 +376,10 @@ class LevelMesh:
     def __init__(self, m: MapData):
         self.sky = np.asarray(m.sky, dtype=bool)
         per_sector, sides = _sector_lines(m)
-        self._flat_xy, self._flat_sector = [], []
-        for sid, lines in per_sector.items():
-            tris = _slab_triangles(lines) if len(lines) else np.zeros((0, 3, 2))
-            self._flat_xy.append(tris)
-            self._flat_sector.append(np.full(len(tris), sid))
-        self._flat_xy = np.concatenate(self._flat_xy) / UNITS_PER_M_XY  # (m, 3, 2) metres
-        self._flat_sector = np.concatenate(self._flat_sector)  # (m,)
+        tris = _sector_triangles(per_sector)
+        self._flat_xy = np.concatenate(tris) / UNITS_PER_M_XY  # (m, 3, 2) metres
+        self._flat_sector = np.concatenate([np.full(len(t), sid)
+                                            for sid, t in enumerate(tris)])  # (m,)
         keys = list(sides)
         self._wall_xy = np.array(keys, dtype=np.float64).reshape(-1, 2, 2) / UNITS_PER_M_XY
         self._front = np.array([sides[k][0] for k in keys])  # (k,)
