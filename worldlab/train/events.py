@@ -1,6 +1,6 @@
 """The events recipe: a world fine-tuned from another's weights on clips where a prompted
 event begins, so that the prompt, not chance, brings what it names. `python -m worldlab
-train events` and `experiments/event_worlds.yaml` call `finetune`.
+train events` and `experiments/default_worlds.yaml` call `finetune`.
 
     run = wl.train.events.finetune("data/checkpoints/proc64", store, "runs/events/proc64",
                                    steps=400)
