@@ -160,13 +160,14 @@ def read_map(wad_path, map_name: str) -> MapData:
 # ----------------------------------------------------------------------------------------
 
 
-def _sector_lines(m: MapData) -> tuple[dict, dict]:
-    """Lines per sector (parity-cancelled) and the sectors on each undirected line, from the
-    WAD's linedefs. A line with one sector on both sides (a walk-over trigger, a grate) is
-    listed twice in it, so it encloses nothing and raises no wall: ViZDoom's `Sector.lines`
-    lists it once, which made it a wall from floor to ceiling that the game does not draw.
-    A middle texture on such a line (MAP01's three grates) is not in the mesh either."""
-    per_sector = {s: set() for s in range(len(m.floor))}
+def _sector_lines(m: MapData) -> tuple[list[np.ndarray], dict]:
+    """Lines (k, 4) of each sector, in sector order (parity-cancelled), and the sectors on
+    each undirected line, from the WAD's linedefs. A line with one sector on both sides (a
+    walk-over trigger, a grate) is listed twice in it, so it encloses nothing and raises no
+    wall: ViZDoom's `Sector.lines` lists it once, which made it a wall from floor to ceiling
+    that the game does not draw. A middle texture on such a line (MAP01's three grates) is
+    not in the mesh either."""
+    per_sector = [set() for _ in m.floor]
     sides = {}
     for (x1, y1, x2, y2), (front, back) in zip(m.lines.tolist(), m.sides.tolist()):
         a, b = (x1, y1), (x2, y2)
@@ -174,8 +175,8 @@ def _sector_lines(m: MapData) -> tuple[dict, dict]:
         for sector in (front,) if back < 0 else (front, back):
             per_sector[sector] ^= {key}  # a line listed twice inside one sector: nothing
         sides[key] = [front] if back < 0 else [front, back]
-    return ({sid: np.array(sorted(lines), dtype=np.float64).reshape(-1, 4)
-             for sid, lines in per_sector.items()}, sides)
+    return ([np.array(sorted(lines), dtype=np.float64).reshape(-1, 4) for lines in per_sector],
+            sides)
 
 
 def _slab_triangles(lines: np.ndarray) -> np.ndarray:
@@ -298,11 +299,11 @@ def _reachable_sectors(m: MapData, start: int) -> np.ndarray:
     return seen
 
 
-def _sector_triangles(per_sector: dict) -> list[np.ndarray]:
+def _sector_triangles(per_sector: list[np.ndarray]) -> list[np.ndarray]:
     """Floor triangles (m_i, 3, 2) of each sector in map units (`_slab_triangles`) from its
     lines (`_sector_lines`), in sector order."""
     return [_slab_triangles(lines) if len(lines) else np.zeros((0, 3, 2))
-            for _, lines in sorted(per_sector.items())]
+            for lines in per_sector]
 
 
 def reachable_area(m: MapData) -> ReachableArea:
